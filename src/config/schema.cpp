@@ -1,0 +1,349 @@
+// The key table and the helpers that only need the table (lookup, did-you-mean, value formatting, docs).
+#include "config/schema.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <set>
+
+#include "config/config.h"
+
+namespace canonlab::config_detail {
+namespace {
+
+// The key path is the stringified member expression, so a path can never drift from the struct's nesting.
+#define CANONLAB_KEY(member, description) \
+  KeySpec { #member, [](RunConfig& c) -> FieldRef { return &c.member; }, description }
+
+// Order here is the order of config_to_yaml, config_to_json and the docs table; keep sections contiguous.
+std::vector<KeySpec> build_table() {
+  std::vector<KeySpec> keys;
+  auto add = [&](KeySpec key) { keys.push_back(std::move(key)); };
+
+  add(CANONLAB_KEY(model.family, "model family; only the transformer exists so far").one_of({"transformer"}));
+  add(CANONLAB_KEY(model.d_model, "residual stream width").at_least(1).with_rule("divisible by model.n_heads"));
+  add(CANONLAB_KEY(model.n_layers, "number of transformer blocks").at_least(1));
+  add(CANONLAB_KEY(model.n_heads, "attention heads per layer; head_dim = d_model / n_heads").at_least(1));
+  add(CANONLAB_KEY(model.vocab_size, "embedding and output rows; 0 = task.vocab + 1 (the +1 is the BOS token)")
+          .at_least(0)
+          .with_rule("nonzero: >= task.vocab + 1, exactly task.vocab + 1 with tie_embeddings"));
+  add(CANONLAB_KEY(model.max_seq_len, "longest sequence; 0 = the task's length (copy: 2 * n_symbols + 1)")
+          .at_least(0)
+          .with_rule("nonzero: >= the task's sequence length"));
+  add(CANONLAB_KEY(model.norm, "normalisation before attention, MLP and the output head").one_of({"rmsnorm", "layernorm"}));
+  add(CANONLAB_KEY(model.norm_eps, "epsilon inside the norm").above(0));
+  add(CANONLAB_KEY(model.tie_embeddings, "output head shares the token embedding matrix"));
+  add(CANONLAB_KEY(model.init_std, "std of normal(0, std) init for linear and embedding weights").above(0));
+
+  add(CANONLAB_KEY(model.attention.position, "position scheme (exactly one)").one_of({"rope", "nope", "alibi", "learned"}));
+  add(CANONLAB_KEY(model.attention.rope_base, "RoPE frequency base (used only with position: rope)").above(0));
+  add(CANONLAB_KEY(model.attention.rope_dim, "rotated dims per head; 0 = head_dim with rope (full RoPE)")
+          .at_least(0)
+          .with_rule("even, <= head_dim; must be 0 unless position is rope"));
+  add(CANONLAB_KEY(model.attention.scoring, "softmax: usual attention; sign_ste: softmax over sign(q.k) with a straight-through gradient")
+          .one_of({"softmax", "sign_ste"}));
+  add(CANONLAB_KEY(model.attention.ste_grad, "sign_ste backward: identity, or clipped (passes only where |x| <= 1)")
+          .one_of({"identity", "clipped"}));
+  add(CANONLAB_KEY(model.attention.qkv_bias, "bias on the Q, K, V projections"));
+  add(CANONLAB_KEY(model.attention.key_shift.layers, "layers whose keys are computed from x[t] + x[t - offset]")
+          .with_rule("each in [0, n_layers), no duplicates"));
+  add(CANONLAB_KEY(model.attention.key_shift.offset, "how far back the key shift looks").at_least(1));
+
+  add(CANONLAB_KEY(model.mlp.kind, "gelu (exact erf), swiglu (gated SiLU) or relu2 (ReLU squared)").one_of({"gelu", "swiglu", "relu2"}));
+  add(CANONLAB_KEY(model.mlp.hidden_dim, "MLP width; 0 = 4 * d_model (gelu, relu2) or round(8 * d_model / 3) (swiglu)").at_least(0));
+  add(CANONLAB_KEY(model.mlp.bias, "bias on the MLP projections"));
+
+  add(CANONLAB_KEY(model.canon.set, "Canon layers: A before attention, B on QKV, C before MLP, D inside the MLP; empty = none")
+          .with_rule("letters from ABCD, each once (lowercase b is for linear-time families)"));
+  add(CANONLAB_KEY(model.canon.kernel_size, "causal conv kernel length").at_least(1));
+  add(CANONLAB_KEY(model.canon.residual, "h + conv(h) instead of conv(h)"));
+  add(CANONLAB_KEY(model.canon.activation, "activation on the conv output").one_of({"none", "silu", "elu"}));
+  add(CANONLAB_KEY(model.canon.groups, "conv groups; 0 = depthwise (groups = channels)")
+          .at_least(0)
+          .with_rule("divides each channel count it applies to: A/C d_model, B 3*d_model, D the MLP up width"));
+  add(CANONLAB_KEY(model.canon.norm, "norm on the conv output before the residual add").one_of({"none", "layernorm", "rmsnorm"}));
+
+  // Planned tasks (associative recall, multi-query recall, ...) are added to this list as they are implemented.
+  add(CANONLAB_KEY(task.name, "synthetic task").one_of({"copy"}));
+  add(CANONLAB_KEY(task.vocab, "number of task symbols; the BOS token is id `vocab`").at_least(1));
+  add(CANONLAB_KEY(task.n_symbols, "distinct symbols per sequence: [BOS] r1..rn r1..rn, T = 2n + 1")
+          .at_least(1)
+          .with_rule("<= task.vocab"));
+  add(CANONLAB_KEY(task.loss_on, "positions with loss: all next-token targets, or only the copy half").one_of({"all", "copy"}));
+
+  add(CANONLAB_KEY(train.steps, "optimizer steps").at_least(1));
+  add(CANONLAB_KEY(train.batch_size, "sequences per step").at_least(1));
+  add(CANONLAB_KEY(train.lr, "peak learning rate").above(0));
+  add(CANONLAB_KEY(train.schedule, "learning-rate schedule after warmup").one_of({"cosine", "linear", "constant"}));
+  add(CANONLAB_KEY(train.warmup_steps, "linear warmup steps from 0 to lr").at_least(0));
+  add(CANONLAB_KEY(train.min_lr_frac, "cosine floor as a fraction of lr").at_least(0).at_most(1));
+  add(CANONLAB_KEY(train.weight_decay, "AdamW decoupled weight decay").at_least(0));
+  add(CANONLAB_KEY(train.decay_on, "parameter groups that get weight decay")
+          .one_of({"linear", "embedding", "canon", "norm", "bias"})
+          .with_rule("no duplicates"));
+  add(CANONLAB_KEY(train.beta1, "AdamW beta1").at_least(0).below(1));
+  add(CANONLAB_KEY(train.beta2, "AdamW beta2").at_least(0).below(1));
+  add(CANONLAB_KEY(train.eps, "AdamW epsilon").above(0));
+  add(CANONLAB_KEY(train.grad_clip, "global gradient-norm clip; 0 disables").at_least(0));
+  add(CANONLAB_KEY(train.seed, "parameter-init seed"));
+  add(CANONLAB_KEY(train.data_seed, "training data stream seed; 0 = seed + 1"));
+  add(CANONLAB_KEY(train.threads, "worker threads; 0 = all cores").at_least(0));
+  add(CANONLAB_KEY(train.log_every, "steps between log lines").at_least(1));
+  add(CANONLAB_KEY(train.eval_every, "steps between evaluations; 0 = only at the end").at_least(0));
+  add(CANONLAB_KEY(train.eval_batches, "fixed held-out batches of batch_size sequences").at_least(1));
+  add(CANONLAB_KEY(train.checkpoint_every, "steps between checkpoints; 0 = only at the end").at_least(0));
+  add(CANONLAB_KEY(train.keep_checkpoints, "most recent step checkpoints kept (the final one is always kept)").at_least(0));
+
+  add(CANONLAB_KEY(probe.n_sequences, "held-out sequences for IPMR").at_least(1));
+  add(CANONLAB_KEY(probe.seed, "held-out stream seed, distinct from the training data"));
+  add(CANONLAB_KEY(probe.top_heads, "heads reported by the probe").at_least(1));
+  return keys;
+}
+
+#undef CANONLAB_KEY
+
+struct Alias {
+  std::string_view spelled;
+  std::string_view canonical;
+};
+// The user's own documents write the Canon block as `canon_config:`; both placements mean model.canon.
+constexpr std::array kAliases = {Alias{"canon_config", "model.canon"}, Alias{"model.canon_config", "model.canon"}};
+
+bool has_prefix_path(std::string_view path, std::string_view prefix) {
+  return path.size() > prefix.size() && path.starts_with(prefix) && path[prefix.size()] == '.';
+}
+
+std::string_view last_segment(std::string_view path) {
+  auto dot = path.rfind('.');
+  return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t substitute = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitute});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
+
+std::vector<std::string> all_sections() {
+  std::set<std::string> seen;
+  std::vector<std::string> sections;
+  for (const auto& key : all_keys()) {
+    std::string_view path = key.path;
+    for (auto dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.', dot + 1)) {
+      std::string section(path.substr(0, dot));
+      if (seen.insert(section).second) sections.push_back(section);
+    }
+  }
+  return sections;
+}
+
+// Closest known path (leaf or section) by edit distance over the whole path, if close enough to be a typo.
+std::optional<std::string> closest_by_path(std::string_view path) {
+  std::optional<std::string> best;
+  size_t best_distance = std::max<size_t>(2, path.size() / 4) + 1;
+  auto consider = [&](std::string_view candidate) {
+    size_t d = edit_distance(path, candidate);
+    if (d < best_distance) best_distance = d, best = std::string(candidate);
+  };
+  for (const auto& key : all_keys()) consider(key.path);
+  for (const auto& section : all_sections()) consider(section);
+  return best;
+}
+
+// Catches a key put in the wrong section (model.rope_dim): match on the last path segment alone.
+std::optional<std::string> closest_by_leaf_name(std::string_view path) {
+  std::string_view leaf = last_segment(path);
+  std::optional<std::string> best;
+  size_t best_distance = leaf.size() <= 4 ? 1 : 3;
+  for (const auto& key : all_keys()) {
+    size_t d = edit_distance(leaf, last_segment(key.path));
+    if (d < best_distance) best_distance = d, best = std::string(key.path);
+  }
+  return best;
+}
+
+std::string deepest_known_section(std::string_view path) {
+  std::string section;
+  for (auto dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.', dot + 1)) {
+    if (!is_section(path.substr(0, dot))) break;
+    section = std::string(path.substr(0, dot));
+  }
+  return section;
+}
+
+std::string join_strings(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? std::string(separator) : "") + items[i];
+  return out;
+}
+
+std::string format_bound_number(double v) {
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return std::string(buffer, result.ptr);
+}
+
+}  // namespace
+
+std::string describe_range(const KeySpec& key) {
+  if (key.lower && key.upper) {
+    return std::string(key.lower->inclusive ? "[" : "(") + format_bound_number(key.lower->value) + ", " +
+           format_bound_number(key.upper->value) + (key.upper->inclusive ? "]" : ")");
+  }
+  if (key.lower) return (key.lower->inclusive ? ">= " : "> ") + format_bound_number(key.lower->value);
+  if (key.upper) return (key.upper->inclusive ? "<= " : "< ") + format_bound_number(key.upper->value);
+  return {};
+}
+
+std::span<const KeySpec> all_keys() {
+  static const std::vector<KeySpec> table = build_table();
+  return table;
+}
+
+const KeySpec* find_key(std::string_view path) {
+  for (const auto& key : all_keys())
+    if (key.path == path) return &key;
+  return nullptr;
+}
+
+bool is_section(std::string_view path) {
+  return std::ranges::any_of(all_keys(), [&](const KeySpec& key) { return has_prefix_path(key.path, path); });
+}
+
+std::vector<std::string> section_children(std::string_view section) {
+  std::vector<std::string> children;
+  for (const auto& key : all_keys()) {
+    std::string_view path = key.path;
+    if (!section.empty()) {
+      if (!has_prefix_path(path, section)) continue;
+      path.remove_prefix(section.size() + 1);
+    }
+    std::string child(path.substr(0, path.find('.')));
+    if (std::ranges::find(children, child) == children.end()) children.push_back(child);
+  }
+  return children;
+}
+
+std::string canonical_path(std::string_view path) {
+  for (const auto& alias : kAliases) {
+    if (path == alias.spelled) return std::string(alias.canonical);
+    if (has_prefix_path(path, alias.spelled))
+      return std::string(alias.canonical) + std::string(path.substr(alias.spelled.size()));
+  }
+  return std::string(path);
+}
+
+std::string unknown_key_hint(std::string_view path) {
+  std::string canonical = canonical_path(path);
+  auto suggestion = closest_by_path(canonical);
+  if (!suggestion) suggestion = closest_by_leaf_name(canonical);
+  if (suggestion) return "did you mean '" + *suggestion + "'?";
+  std::string section = deepest_known_section(canonical);
+  if (section.empty()) return "top-level sections are: " + join_strings(section_children(""), ", ") + " (and base)";
+  return "keys under '" + section + "' are: " + join_strings(section_children(section), ", ");
+}
+
+std::string type_name(const FieldRef& field) {
+  static constexpr std::array<const char*, 7> names = {"an integer",   "a non-negative integer", "a number",
+                                                       "true or false", "a string", "a list of integers",
+                                                       "a list of strings"};
+  return names[field.index()];
+}
+
+std::string type_label(const FieldRef& field) {
+  static constexpr std::array<const char*, 7> labels = {"int", "uint64", "float", "bool", "string", "list[int]",
+                                                        "list[string]"};
+  return labels[field.index()];
+}
+
+// Shortest text that parses back to the same double; integral values get ".0" so they read as floats.
+std::string format_double(double value) {
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".en") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string format_scalar_string(const std::string& value) {
+  auto is_plain_char = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == '-' || ch == '/';
+  };
+  bool plain = !value.empty() && std::isalpha(static_cast<unsigned char>(value[0])) &&
+               std::ranges::all_of(value, is_plain_char);
+  if (plain) return value;
+  std::string quoted = "\"";
+  for (char ch : value) {
+    if (ch == '"' || ch == '\\') quoted += '\\';
+    quoted += ch;
+  }
+  return quoted + "\"";
+}
+
+std::string format_value(const FieldRef& field) {
+  struct Formatter {
+    std::string operator()(const int* v) const { return std::to_string(*v); }
+    std::string operator()(const uint64_t* v) const { return std::to_string(*v); }
+    std::string operator()(const double* v) const { return format_double(*v); }
+    std::string operator()(const bool* v) const { return *v ? "true" : "false"; }
+    std::string operator()(const std::string* v) const { return format_scalar_string(*v); }
+    std::string operator()(const std::vector<int>* v) const {
+      std::vector<std::string> items;
+      for (int item : *v) items.push_back(std::to_string(item));
+      return "[" + join_strings(items, ", ") + "]";
+    }
+    std::string operator()(const std::vector<std::string>* v) const {
+      std::vector<std::string> items;
+      for (const auto& item : *v) items.push_back(format_scalar_string(item));
+      return "[" + join_strings(items, ", ") + "]";
+    }
+  };
+  return std::visit(Formatter{}, field);
+}
+
+std::string join(std::span<const std::string_view> items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? std::string(separator) : "") + std::string(items[i]);
+  return out;
+}
+
+std::string describe_allowed(const KeySpec& key) {
+  std::vector<std::string> parts;
+  if (!key.choices.empty()) parts.push_back(join(key.choices, ", "));
+  if (auto range = describe_range(key); !range.empty()) parts.push_back(range);
+  if (!key.rule.empty()) parts.emplace_back(key.rule);
+  return join_strings(parts, "; ");
+}
+
+}  // namespace canonlab::config_detail
+
+namespace canonlab {
+
+std::string config_reference_markdown() {
+  using namespace config_detail;
+  RunConfig defaults;
+  std::string out = "| key | type | default | allowed | description |\n|---|---|---|---|---|\n";
+  auto cell = [](std::string text) {
+    std::string escaped;
+    for (char ch : text) escaped += (ch == '|') ? std::string("\\|") : std::string(1, ch);
+    return escaped;
+  };
+  for (const auto& key : all_keys()) {
+    FieldRef field = key.field(defaults);
+    out += "| `" + std::string(key.path) + "` | " + type_label(field) + " | `" + format_value(field) + "` | " +
+           cell(describe_allowed(key)) + " | " + cell(std::string(key.description)) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace canonlab

@@ -1,0 +1,68 @@
+#include "data/copy_task.h"
+
+#include <numeric>
+
+#include "engine/error.h"
+#include "engine/rng.h"
+
+namespace canonlab {
+
+CopyTask::CopyTask(const TaskConfig& cfg) : vocab_(cfg.vocab), n_(cfg.n_symbols), loss_on_copy_only_(cfg.loss_on == "copy") {
+  CANONLAB_CHECK(n_ >= 1 && n_ <= vocab_, "task.n_symbols: " + std::to_string(n_) + " must be in [1, task.vocab=" +
+                                              std::to_string(vocab_) + "]");
+}
+
+void CopyTask::sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index) const {
+  const int T = seq_len();
+  int* tok = batch.tokens.data() + size_t(row) * T;
+  int* tgt = batch.targets.data() + size_t(row) * T;
+  float* lmask = batch.loss_mask.data() + size_t(row) * T;
+  float* smask = batch.score_mask.data() + size_t(row) * T;
+
+  // n distinct symbols: a partial Fisher-Yates shuffle of 0..vocab-1 driven by this sequence's own stream.
+  CounterRng rng(seed, stream * 0x100000001b3ULL + index);
+  std::vector<int> pool(vocab_);
+  std::iota(pool.begin(), pool.end(), 0);
+  for (int i = 0; i < n_; i++) {
+    int j = i + int(rng.below(uint64_t(vocab_ - i)));
+    std::swap(pool[i], pool[j]);
+  }
+  tok[0] = bos();
+  for (int i = 0; i < n_; i++) {
+    tok[1 + i] = pool[i];
+    tok[1 + n_ + i] = pool[i];
+  }
+  for (int t = 0; t < T; t++) {
+    const bool has_next = t + 1 < T;
+    const bool copyable = t >= first_query() && t <= last_query();
+    tgt[t] = has_next ? tok[t + 1] : 0;
+    lmask[t] = has_next && (!loss_on_copy_only_ || copyable) ? 1.f : 0.f;
+    smask[t] = copyable ? 1.f : 0.f;
+  }
+}
+
+std::map<std::string, double> CopyTask::metrics(const Batch& batch, const float* logits) const {
+  const int V = vocab_size();
+  double hits = 0, count = 0;
+  for (size_t i = 0; i < batch.tokens.size(); i++) {
+    if (batch.score_mask[i] == 0.f) continue;
+    const float* row = logits + i * V;
+    int best = 0;
+    for (int v = 1; v < V; v++)
+      if (row[v] > row[best]) best = v;
+    hits += best == batch.targets[i];
+    count += 1;
+  }
+  return {{"copy_acc", count > 0 ? hits / count : 0.0}};
+}
+
+std::string CopyTask::token_text(int token) const {
+  return token == bos() ? "<bos>" : "s" + std::to_string(token);
+}
+
+std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
+  if (cfg.name == "copy") return std::make_unique<CopyTask>(cfg);
+  throw Error("task.name: '" + cfg.name + "' is not available; allowed: copy");
+}
+
+}  // namespace canonlab

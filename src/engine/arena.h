@@ -1,0 +1,52 @@
+#pragma once
+// Activation memory for one training step. Modules take their forward outputs and saved tensors from
+// the arena; reset() at the start of each step releases everything at once. The first step discovers how
+// much is needed; after that the arena is one block and the hot loop performs no heap allocation.
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/device.h"
+
+namespace canonlab {
+
+class Arena {
+ public:
+  explicit Arena(Device device = Device::cpu) : device_(device) {}
+
+  // Uninitialised storage for n elements of T, 64-byte aligned.
+  template <class T>
+  T* alloc(size_t n) {
+    return static_cast<T*>(alloc_bytes(n * sizeof(T)));
+  }
+  template <class T>
+  T* alloc_zeroed(size_t n) {
+    T* p = alloc<T>(n);
+    std::memset(static_cast<void*>(p), 0, n * sizeof(T));
+    return p;
+  }
+
+  // Frees everything handed out since the last reset. If the last step overflowed into extra blocks,
+  // they are merged into one block sized for the high-water mark.
+  void reset();
+
+  size_t high_water_bytes() const { return high_water_; }
+  size_t block_count() const { return blocks_.size(); }
+  Device device() const { return device_; }
+
+ private:
+  struct Block {
+    std::unique_ptr<std::byte[]> memory;
+    size_t capacity = 0;
+    size_t used = 0;
+  };
+  void* alloc_bytes(size_t bytes);
+
+  Device device_;
+  std::vector<Block> blocks_;
+  size_t in_use_ = 0;
+  size_t high_water_ = 0;
+};
+
+}  // namespace canonlab

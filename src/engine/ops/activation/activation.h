@@ -1,0 +1,130 @@
+#pragma once
+// Elementwise activations. Naive and fast are the same code: each element is independent, so threading
+// changes nothing numerically. Small tensors stay on one thread, where the fork/join would cost more than
+// the work.
+#include <cmath>
+#include <cstddef>
+
+namespace canonlab {
+
+namespace activation_detail {
+constexpr size_t kParallelMin = 1 << 15;
+
+template <class T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+}  // namespace activation_detail
+
+// exact GELU: y = x Φ(x) = x/2 (1 + erf(x/√2)); y, x: (n)
+template <class T>
+void gelu_forward(T* y, const T* x, size_t n) {
+  const T inv_sqrt2 = T(0.70710678118654752440);
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2));
+}
+// dx = dy (Φ(x) + x φ(x))
+template <class T>
+void gelu_backward(T* dx, const T* dy, const T* x, size_t n) {
+  const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt2pi = T(0.39894228040143267794);
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) {
+    T cdf = T(0.5) * (T(1) + std::erf(x[i] * inv_sqrt2));
+    T pdf = inv_sqrt2pi * std::exp(T(-0.5) * x[i] * x[i]);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+// y = x σ(x)
+template <class T>
+void silu_forward(T* y, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) y[i] = x[i] * activation_detail::sigmoid(x[i]);
+}
+// dx = dy σ(x) (1 + x (1 − σ(x)))
+template <class T>
+void silu_backward(T* dx, const T* dy, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) {
+    T s = activation_detail::sigmoid(x[i]);
+    dx[i] = dy[i] * s * (T(1) + x[i] * (T(1) - s));
+  }
+}
+
+// y = max(x, 0)²
+template <class T>
+void relu2_forward(T* y, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) {
+    T r = x[i] > T(0) ? x[i] : T(0);
+    y[i] = r * r;
+  }
+}
+// dx = 2 max(x, 0) dy
+template <class T>
+void relu2_backward(T* dx, const T* dy, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) dx[i] = x[i] > T(0) ? T(2) * x[i] * dy[i] : T(0);
+}
+
+// ELU with alpha = 1: y = x for x > 0, exp(x) − 1 otherwise (expm1 keeps precision near 0)
+template <class T>
+void elu_forward(T* y, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) y[i] = x[i] > T(0) ? x[i] : std::expm1(x[i]);
+}
+template <class T>
+void elu_backward(T* dx, const T* dy, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) dx[i] = x[i] > T(0) ? dy[i] : dy[i] * std::exp(x[i]);
+}
+
+// gate_up: (N, 2·Hd) = [gate | up]; y: (N, Hd) = silu(gate) ⊙ up
+template <class T>
+void swiglu_forward(T* y, const T* gate_up, int N, int Hd) {
+#pragma omp parallel for schedule(static) if ((size_t)N * Hd >= activation_detail::kParallelMin)
+  for (int n = 0; n < N; n++) {
+    const T* gate = gate_up + (size_t)n * 2 * Hd;
+    const T* up = gate + Hd;
+    T* yn = y + (size_t)n * Hd;
+    for (int i = 0; i < Hd; i++) yn[i] = gate[i] * activation_detail::sigmoid(gate[i]) * up[i];
+  }
+}
+// dgate_up: (N, 2·Hd) written; dy: (N, Hd)
+template <class T>
+void swiglu_backward(T* dgate_up, const T* dy, const T* gate_up, int N, int Hd) {
+#pragma omp parallel for schedule(static) if ((size_t)N * Hd >= activation_detail::kParallelMin)
+  for (int n = 0; n < N; n++) {
+    const T* gate = gate_up + (size_t)n * 2 * Hd;
+    const T* up = gate + Hd;
+    const T* dyn = dy + (size_t)n * Hd;
+    T* dgate = dgate_up + (size_t)n * 2 * Hd;
+    T* dup = dgate + Hd;
+    for (int i = 0; i < Hd; i++) {
+      T s = activation_detail::sigmoid(gate[i]);
+      dgate[i] = dyn[i] * up[i] * s * (T(1) + gate[i] * (T(1) - s));
+      dup[i] = dyn[i] * gate[i] * s;
+    }
+  }
+}
+
+// y = +1 for x >= 0 (so sign(0) = +1, also for −0), −1 for x < 0; NaN stays NaN so the non-finite checks
+// downstream still see it.
+template <class T>
+void sign_forward(T* y, const T* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) y[i] = x[i] >= T(0) ? T(1) : (x[i] < T(0) ? T(-1) : x[i]);
+}
+// Straight-through estimator: dx = dy, or with clipped, dx = dy where |x| <= 1 and 0 where |x| > 1.
+template <class T>
+void sign_ste_backward(T* dx, const T* dy, const T* x, size_t n, bool clipped) {
+  if (!clipped) {
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i];
+    return;
+  }
+#pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
+  for (size_t i = 0; i < n; i++) dx[i] = std::abs(x[i]) > T(1) ? T(0) : dy[i];
+}
+
+}  // namespace canonlab

@@ -1,0 +1,145 @@
+#pragma once
+// RMSNorm and LayerNorm, threaded over rows. Parameter gradients are a second pass threaded over blocks of
+// channels: each channel is summed over all rows, in row order, by one thread, so dw/db are the same for any
+// thread count and no per-thread scratch is needed.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace canonlab {
+
+namespace norm_detail {
+// 16 floats = one cache line, so two threads never write the same line of dw/db.
+constexpr int kChannelBlock = 16;
+}  // namespace norm_detail
+
+// y, x: (N, C); rstd: (N) saved for backward; w: (C) or nullptr
+template <class T>
+void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int C, T eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const T* xn = x + (size_t)n * C;
+    T* yn = y + (size_t)n * C;
+    double ss = 0;
+    for (int c = 0; c < C; c++) ss += double(xn[c]) * double(xn[c]);
+    T r = T(1.0 / std::sqrt(ss / C + double(eps)));
+    if (w)
+      for (int c = 0; c < C; c++) yn[c] = xn[c] * r * w[c];
+    else
+      for (int c = 0; c < C; c++) yn[c] = xn[c] * r;
+    rstd[n] = r;
+  }
+}
+
+// dx: (N, C) written; dw: (C) accumulated when w and dw are non-null
+template <class T>
+void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const T* xn = x + (size_t)n * C;
+    const T* dyn = dy + (size_t)n * C;
+    T* dxn = dx + (size_t)n * C;
+    T r = rstd[n];
+    // dx = r (g - x r² mean(g ⊙ x)), g = w ⊙ dy
+    double gx = 0;
+    if (w)
+      for (int c = 0; c < C; c++) gx += double(dyn[c] * w[c]) * double(xn[c]);
+    else
+      for (int c = 0; c < C; c++) gx += double(dyn[c]) * double(xn[c]);
+    T k = T(gx / C) * r * r;
+    if (w)
+      for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] * w[c] - xn[c] * k);
+    else
+      for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] - xn[c] * k);
+  }
+  if (!(w && dw)) return;
+  constexpr int CB = norm_detail::kChannelBlock;
+  int nblocks = (C + CB - 1) / CB;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblocks; blk++) {
+    int c0 = blk * CB, cb = std::min(CB, C - c0);
+    double acc[CB] = {};
+    for (int n = 0; n < N; n++) {
+      const T* dyn = dy + (size_t)n * C + c0;
+      const T* xn = x + (size_t)n * C + c0;
+      double r = rstd[n];
+      for (int j = 0; j < cb; j++) acc[j] += double(dyn[j]) * double(xn[j]) * r;
+    }
+    for (int j = 0; j < cb; j++) dw[c0 + j] += T(acc[j]);
+  }
+}
+
+// y, x: (N, C); mean, rstd: (N) saved for backward; w, b: (C) or nullptr
+template <class T>
+void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C, T eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const T* xn = x + (size_t)n * C;
+    T* yn = y + (size_t)n * C;
+    // Two passes (mean, then centred squares): one-pass E[x²] - E[x]² cancels badly when |mean| >> std.
+    double s = 0;
+    for (int c = 0; c < C; c++) s += double(xn[c]);
+    double m = s / C;
+    double var = 0;
+    for (int c = 0; c < C; c++) var += (double(xn[c]) - m) * (double(xn[c]) - m);
+    T r = T(1.0 / std::sqrt(var / C + double(eps)));
+    T mt = T(m);
+    for (int c = 0; c < C; c++) {
+      T v = (xn[c] - mt) * r;
+      if (w) v *= w[c];
+      if (b) v += b[c];
+      yn[c] = v;
+    }
+    mean[n] = mt;
+    rstd[n] = r;
+  }
+}
+
+// dx: (N, C) written; dw: (C) accumulated when w and dw are non-null; db: (C) accumulated when non-null
+template <class T>
+void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
+                        int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const T* xn = x + (size_t)n * C;
+    const T* dyn = dy + (size_t)n * C;
+    T* dxn = dx + (size_t)n * C;
+    T m = mean[n], r = rstd[n];
+    // dx = r (g - mean(g) - xhat mean(g ⊙ xhat)), g = w ⊙ dy, xhat = (x - mean) r
+    double gs = 0, gxs = 0;
+    for (int c = 0; c < C; c++) {
+      T g = w ? dyn[c] * w[c] : dyn[c];
+      gs += double(g);
+      gxs += double(g) * double((xn[c] - m) * r);
+    }
+    T gm = T(gs / C), gxm = T(gxs / C);
+    for (int c = 0; c < C; c++) {
+      T g = w ? dyn[c] * w[c] : dyn[c];
+      dxn[c] = r * (g - gm - (xn[c] - m) * r * gxm);
+    }
+  }
+  bool do_dw = w && dw;
+  if (!do_dw && !db) return;
+  constexpr int CB = norm_detail::kChannelBlock;
+  int nblocks = (C + CB - 1) / CB;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblocks; blk++) {
+    int c0 = blk * CB, cb = std::min(CB, C - c0);
+    double accw[CB] = {}, accb[CB] = {};
+    for (int n = 0; n < N; n++) {
+      const T* dyn = dy + (size_t)n * C + c0;
+      const T* xn = x + (size_t)n * C + c0;
+      double m = mean[n], r = rstd[n];
+      for (int j = 0; j < cb; j++) {
+        accw[j] += double(dyn[j]) * (double(xn[j]) - m) * r;
+        accb[j] += double(dyn[j]);
+      }
+    }
+    for (int j = 0; j < cb; j++) {
+      if (do_dw) dw[c0 + j] += T(accw[j]);
+      if (db) db[c0 + j] += T(accb[j]);
+    }
+  }
+}
+
+}  // namespace canonlab

@@ -1,0 +1,131 @@
+#pragma once
+// All parameters of a model live in one allocation, and so do their gradients. Modules register their
+// tensors during construction (name, shape, init, decay group); finalize() allocates and initialises.
+// The optimizer, gradient clipping and checkpoints then work on flat spans.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/rng.h"
+
+namespace canonlab {
+
+enum class InitKind { normal, uniform, ones, zeros };
+
+// Which weight-decay group a parameter belongs to (config `train.decay_on`).
+enum class ParamGroup { linear, embedding, canon, norm, bias };
+inline const char* param_group_name(ParamGroup g) {
+  switch (g) {
+    case ParamGroup::linear: return "linear";
+    case ParamGroup::embedding: return "embedding";
+    case ParamGroup::canon: return "canon";
+    case ParamGroup::norm: return "norm";
+    case ParamGroup::bias: return "bias";
+  }
+  return "?";
+}
+
+struct InitSpec {
+  InitKind kind = InitKind::normal;
+  double scale = 0.02;  // std for normal, half-width for uniform
+  static InitSpec normal(double std) { return {InitKind::normal, std}; }
+  static InitSpec uniform(double bound) { return {InitKind::uniform, bound}; }
+  static InitSpec ones() { return {InitKind::ones, 0}; }
+  static InitSpec zeros() { return {InitKind::zeros, 0}; }
+};
+
+struct ParamInfo {
+  std::string name;            // checkpoint name, e.g. "layers.0.attn.q_proj.weight"
+  std::vector<int64_t> shape;  // PyTorch layout
+  size_t offset = 0;           // into the flat buffer
+  size_t numel = 0;
+  InitSpec init;
+  ParamGroup group = ParamGroup::linear;
+};
+
+template <class T>
+class ParameterStore;
+
+// A handle to one registered tensor; valid for the lifetime of its store.
+template <class T>
+struct Param {
+  ParameterStore<T>* store = nullptr;
+  size_t id = 0;
+  T* value() const;
+  T* grad() const;
+  size_t numel() const;
+};
+
+template <class T>
+class ParameterStore {
+ public:
+  ParameterStore() = default;
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  Param<T> add(std::string name, std::vector<int64_t> shape, InitSpec init, ParamGroup group) {
+    CANONLAB_CHECK(!finalized_, "parameter '" + name + "' registered after finalize()");
+    ParamInfo info;
+    info.name = std::move(name);
+    info.shape = std::move(shape);
+    info.numel = 1;
+    for (int64_t d : info.shape) info.numel *= size_t(d);
+    info.offset = total_;
+    info.init = init;
+    info.group = group;
+    total_ += info.numel;
+    infos_.push_back(std::move(info));
+    return Param<T>{this, infos_.size() - 1};
+  }
+
+  // Allocates values and gradients and draws the initial values. Parameter i uses the random stream
+  // (seed, i), so its values do not depend on the other parameters or on threads.
+  void finalize(uint64_t seed) {
+    finalized_ = true;
+    values_.assign(total_, T(0));
+    grads_.assign(total_, T(0));
+    for (size_t i = 0; i < infos_.size(); i++) {
+      const ParamInfo& p = infos_[i];
+      CounterRng rng(seed, 1000 + i);
+      T* v = values_.data() + p.offset;
+      for (size_t j = 0; j < p.numel; j++) {
+        switch (p.init.kind) {
+          case InitKind::normal: v[j] = T(rng.normal() * p.init.scale); break;
+          case InitKind::uniform: v[j] = T((2.0 * rng.uniform() - 1.0) * p.init.scale); break;
+          case InitKind::ones: v[j] = T(1); break;
+          case InitKind::zeros: v[j] = T(0); break;
+        }
+      }
+    }
+  }
+
+  void zero_grad() { std::fill(grads_.begin(), grads_.end(), T(0)); }
+
+  std::span<T> values() { return values_; }
+  std::span<T> grads() { return grads_; }
+  std::span<const T> values() const { return values_; }
+  std::span<const T> grads() const { return grads_; }
+  const std::vector<ParamInfo>& infos() const { return infos_; }
+  size_t total() const { return total_; }
+  bool finalized() const { return finalized_; }
+  T* value_ptr(size_t id) { return values_.data() + infos_[id].offset; }
+  T* grad_ptr(size_t id) { return grads_.data() + infos_[id].offset; }
+
+ private:
+  std::vector<ParamInfo> infos_;
+  std::vector<T> values_;
+  std::vector<T> grads_;
+  size_t total_ = 0;
+  bool finalized_ = false;
+};
+
+template <class T>
+T* Param<T>::value() const { return store->value_ptr(id); }
+template <class T>
+T* Param<T>::grad() const { return store->grad_ptr(id); }
+template <class T>
+size_t Param<T>::numel() const { return store->infos()[id].numel; }
+
+}  // namespace canonlab

@@ -1,0 +1,143 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/error.h"
+
+namespace canonlab {
+namespace {
+
+// Large single write() calls are legal but Linux caps them at ~2 GiB and the test hook needs a granularity
+// finer than "the whole tensor"; 1 MiB keeps the syscall overhead negligible.
+constexpr size_t kWriteChunk = size_t(1) << 20;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string directory_of(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
+    : path_(std::move(path)), options_(std::move(options)) {
+  CANONLAB_CHECK(!path_.empty(), "cannot write a file with an empty path");
+  temp_path_ = path_ + ".tmp." + std::to_string(::getpid());
+  // No O_EXCL: a stale temp file with our pid can only come from a dead process (pids are reused), so
+  // truncating it is safe and the write must not fail because of it.
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    int err = errno;
+    done_ = true;  // nothing was created, nothing to remove
+    throw Error("cannot write '" + path_ + "': cannot create temporary file '" + temp_path_ + "': " + errno_text(err));
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() { discard(); }
+
+void AtomicFileWriter::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!done_) ::unlink(temp_path_.c_str());
+  done_ = true;
+}
+
+void AtomicFileWriter::fail(const std::string& step, int err) {
+  discard();
+  throw Error("cannot write '" + path_ + "': " + step + ": " + errno_text(err));
+}
+
+void AtomicFileWriter::write(std::span<const std::byte> bytes) {
+  CANONLAB_CHECK(fd_ >= 0 && !done_, "cannot write '" + path_ + "': the writer is already finished");
+  while (!bytes.empty()) {
+    size_t n = std::min(bytes.size(), kWriteChunk);
+    ssize_t r = ::write(fd_, bytes.data(), n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail("write to '" + temp_path_ + "' failed", errno);
+    }
+    // A short write (e.g. interrupted by a signal) is not an error; continue with the rest.
+    bytes = bytes.subspan(size_t(r));
+    written_ += uint64_t(r);
+    if (options_.after_write) options_.after_write(written_);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  CANONLAB_CHECK(fd_ >= 0 && !done_, "cannot write '" + path_ + "': the writer is already finished");
+  // The data must be on disk before the rename makes it visible, otherwise a crash right after the rename
+  // can leave a correctly named file with missing blocks.
+  if (::fsync(fd_) != 0) fail("fsync of '" + temp_path_ + "' failed", errno);
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("close of '" + temp_path_ + "' failed", errno);
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename from '" + temp_path_ + "' failed", errno);
+  done_ = true;  // the temp name no longer exists
+
+  // Persist the directory entry: without this the rename may be lost on power failure, leaving the old file.
+  std::string dir = directory_of(path_);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) throw Error("cannot write '" + path_ + "': cannot open directory '" + dir + "' to fsync it: " + errno_text(errno));
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  // Some filesystems (certain FUSE and network mounts) cannot fsync directories at all; the rename has
+  // happened and there is no stronger guarantee to be had there, so that is not a failure.
+  if (rc != 0 && err != EINVAL && err != ENOTSUP)
+    throw Error("cannot write '" + path_ + "': fsync of directory '" + dir + "' failed: " + errno_text(err));
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, const AtomicWriteOptions& options) {
+  AtomicFileWriter writer(path, options);
+  writer.write(bytes);
+  writer.commit();
+}
+
+InputFile::InputFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error("cannot read '" + path_ + "': " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    int err = errno;
+    ::close(fd_);
+    throw Error("cannot read '" + path_ + "': fstat failed: " + errno_text(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw Error("cannot read '" + path_ + "': not a regular file");
+  }
+  size_ = uint64_t(st.st_size);
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::read_exact(std::span<std::byte> out) {
+  while (!out.empty()) {
+    ssize_t r = ::read(fd_, out.data(), std::min(out.size(), kWriteChunk));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error("cannot read '" + path_ + "': " + errno_text(errno));
+    }
+    if (r == 0) throw Error("cannot read '" + path_ + "': unexpected end of file (was it truncated while being read?)");
+    out = out.subspan(size_t(r));
+  }
+}
+
+std::vector<std::byte> read_file(const std::string& path) {
+  InputFile file(path);
+  std::vector<std::byte> bytes(file.size());
+  file.read_exact(bytes);
+  return bytes;
+}
+
+}  // namespace canonlab

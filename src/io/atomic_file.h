@@ -1,0 +1,85 @@
+#pragma once
+// File primitives for checkpoints: crash-safe whole-file writes and bounded reads.
+//
+// A checkpoint that is being overwritten must never be left half-written: a run killed mid-save (OOM, a
+// pre-empted job, Ctrl-C) would otherwise destroy the only copy it could resume from. So a write goes to
+// `<path>.tmp.<pid>` in the same directory (rename is atomic only within one filesystem), is fsync'ed, renamed
+// over the target and the directory is fsync'ed so the rename itself survives a power cut. A reader of `path`
+// therefore sees either the complete old file or the complete new one.
+//
+// Limits: one writer per target path at a time. A temp file left by a killed writer is not removed (it may
+// belong to a live process we cannot see); it never affects `path`, and a later write under the same pid
+// simply truncates it.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace canonlab {
+
+struct AtomicWriteOptions {
+  // Test hook: called after every chunk handed to the OS, with the number of bytes written so far. Tests
+  // kill the process from here to simulate a crash mid-write; production code leaves it empty.
+  std::function<void(uint64_t bytes_written)> after_write;
+};
+
+// Streams a file to `<path>.tmp.<pid>` and publishes it with commit(). If the writer is destroyed without a
+// successful commit() (an exception while producing the data, an I/O error), the temp file is removed and
+// `path` is untouched. Every failure throws canonlab::Error naming the path and the errno text.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path, AtomicWriteOptions options = {});
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(std::span<const std::byte> bytes);
+  // fsync, rename over the target, fsync the directory. The writer is finished afterwards.
+  void commit();
+
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+  uint64_t bytes_written() const { return written_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& step, int err);
+  void discard() noexcept;
+
+  std::string path_;
+  std::string temp_path_;
+  AtomicWriteOptions options_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+  bool done_ = false;  // committed or failed: nothing left to clean up
+};
+
+// Writes `bytes` to `path` atomically (see above).
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes,
+                       const AtomicWriteOptions& options = {});
+
+// The whole content of a file. Throws canonlab::Error naming the path and the errno text.
+std::vector<std::byte> read_file(const std::string& path);
+
+// A file opened for sequential reading whose size is known before anything is read, so a parser can check
+// sizes stored inside the file against the real file size before allocating for them.
+class InputFile {
+ public:
+  explicit InputFile(std::string path);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Fills `out` from the current position; throws if the file ends first (e.g. truncated while reading).
+  void read_exact(std::span<std::byte> out);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+}  // namespace canonlab

@@ -1,0 +1,112 @@
+#pragma once
+// Llama-style pre-norm Transformer:
+//   x = tok_emb[tokens] (+ pos_emb[t] for learned positions)
+//   x = Block_l(x), l = 0..L-1
+//   logits = Norm(x) W_head^T   (W_head = tok_emb.weight when embeddings are tied)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/ops/embedding/fast.h"
+#include "engine/ops/linear/fast.h"
+#include "models/language_model.h"
+#include "nn/attention.h"
+#include "nn/block.h"
+
+namespace canonlab {
+
+template <class T>
+class Transformer final : public LanguageModel<T> {
+ public:
+  Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+    const int C = cfg.d_model, V = cfg.vocab_size;
+    tok_emb_ = store_.add("tok_emb.weight", {V, C}, InitSpec::normal(cfg.init_std), ParamGroup::embedding);
+    if (cfg.attention.position == "learned")
+      pos_emb_ = store_.add("pos_emb.weight", {cfg.max_seq_len, C}, InitSpec::normal(cfg.init_std),
+                            ParamGroup::embedding);
+    for (int l = 0; l < cfg.n_layers; l++)
+      blocks_.push_back(std::make_unique<Block<T>>(store_, "layers." + std::to_string(l), cfg, &make_attention, l));
+    final_norm_ = std::make_unique<Norm<T>>(store_, "final_norm", C, parse_norm_kind(cfg.norm), cfg.norm_eps);
+    if (!cfg.tie_embeddings) lm_head_ = std::make_unique<Linear<T>>(store_, "lm_head", C, V, false, cfg.init_std);
+    store_.finalize(seed);
+  }
+
+  const T* forward(StepContext<T>& ctx, const int* tokens, int B, int Tn) override {
+    CANONLAB_CHECK(Tn <= cfg_.max_seq_len || cfg_.attention.position != "learned",
+                   "sequence length " + std::to_string(Tn) + " exceeds model.max_seq_len " +
+                       std::to_string(cfg_.max_seq_len));
+    const int C = cfg_.d_model, V = cfg_.vocab_size, N = B * Tn;
+    const size_t n = size_t(N) * C;
+    tokens_ = tokens;
+    acts_.assign(blocks_.size() + 1, nullptr);
+    acts_[0] = ctx.arena.template alloc<T>(n);
+    embedding_forward(acts_[0], tokens, tok_emb_.value(), N, C);
+    if (pos_emb_.store) {
+      const T* pe = pos_emb_.value();
+      for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tn; t++)
+          for (int c = 0; c < C; c++) acts_[0][(size_t(b) * Tn + t) * C + c] += pe[size_t(t) * C + c];
+    }
+    ctx.record(embedding_name_, acts_[0], n);
+    for (size_t l = 0; l < blocks_.size(); l++) {
+      acts_[l + 1] = ctx.arena.template alloc<T>(n);
+      blocks_[l]->forward(ctx, acts_[l + 1], acts_[l], B, Tn);
+    }
+    normed_ = ctx.arena.template alloc<T>(n);
+    final_norm_->forward(ctx, normed_, acts_.back(), N);
+    T* logits = ctx.arena.template alloc<T>(size_t(N) * V);
+    if (lm_head_)
+      lm_head_->forward(logits, V, normed_, C, N);
+    else
+      linear_forward(logits, V, normed_, C, tok_emb_.value(), static_cast<const T*>(nullptr), N, C, V);
+    ctx.record(logits_name_, logits, size_t(N) * V);
+    return logits;
+  }
+
+  void backward(StepContext<T>& ctx, const T* dlogits, int B, int Tn) override {
+    const int C = cfg_.d_model, V = cfg_.vocab_size, N = B * Tn;
+    const size_t n = size_t(N) * C;
+    T* dnormed = ctx.arena.template alloc<T>(n);
+    if (lm_head_)
+      lm_head_->backward(dnormed, C, dlogits, V, normed_, C, N);
+    else
+      linear_backward(dnormed, C, tok_emb_.grad(), static_cast<T*>(nullptr), dlogits, V, normed_, C,
+                      tok_emb_.value(), N, C, V);
+    T* dx = ctx.arena.template alloc<T>(n);
+    final_norm_->backward(dx, dnormed, N);
+    T* dprev = ctx.arena.template alloc<T>(n);
+    for (size_t l = blocks_.size(); l-- > 0;) {
+      blocks_[l]->backward(ctx, dprev, dx, B, Tn);
+      std::swap(dx, dprev);
+    }
+    embedding_backward(tok_emb_.grad(), dx, tokens_, N, C);
+    if (pos_emb_.store) {
+      T* dpe = pos_emb_.grad();
+      for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tn; t++)
+          for (int c = 0; c < C; c++) dpe[size_t(t) * C + c] += dx[(size_t(b) * Tn + t) * C + c];
+    }
+  }
+
+  ParameterStore<T>& params() override { return store_; }
+  const ModelConfig& config() const override { return cfg_; }
+
+ private:
+  static std::unique_ptr<SequenceMixer<T>> make_attention(ParameterStore<T>& store, const std::string& name, int layer,
+                                                          const ModelConfig& cfg) {
+    return std::make_unique<Attention<T>>(store, name, layer, cfg);
+  }
+
+  ModelConfig cfg_;
+  ParameterStore<T> store_;
+  Param<T> tok_emb_, pos_emb_;
+  std::vector<std::unique_ptr<Block<T>>> blocks_;
+  std::unique_ptr<Norm<T>> final_norm_;
+  std::unique_ptr<Linear<T>> lm_head_;
+  std::string embedding_name_ = "embedding", logits_name_ = "lm_head";
+  const int* tokens_ = nullptr;
+  std::vector<T*> acts_;
+  T* normed_ = nullptr;
+};
+
+}  // namespace canonlab

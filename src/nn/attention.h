@@ -1,0 +1,196 @@
+#pragma once
+// Causal multi-head attention, Llama style, with the options the induction experiments need:
+//   positions: rope (optionally partial: rope_dim dims per head), nope, alibi, learned (added at the embedding)
+//   scoring:   softmax of scaled q.k, or sign_ste: q, k replaced by sign() in forward, straight-through backward
+//   key shift: keys computed from x[t] + x[t - offset] at chosen layers
+//   Canon-B:   a Canon layer over the concatenated q|k|v before positions are applied
+// q, k, v live as column blocks of one (B*T, 3C) buffer so Canon-B sees the concatenation without copies.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "engine/ops/activation/activation.h"
+#include "engine/ops/attention/fast.h"
+#include "engine/ops/rope/rope.h"
+#include "engine/threads.h"
+#include "nn/canon.h"
+#include "nn/linear.h"
+#include "nn/mixer.h"
+
+namespace canonlab {
+
+// ALiBi slopes m_h = 2^(-8h/H), h = 1..H (Press et al.; exact for every H, as the issue specifies).
+inline std::vector<double> alibi_slopes(int n_heads) {
+  std::vector<double> s(n_heads);
+  for (int h = 0; h < n_heads; h++) s[h] = std::pow(2.0, -8.0 * (h + 1) / n_heads);
+  return s;
+}
+
+template <class T>
+class Attention final : public SequenceMixer<T> {
+ public:
+  Attention(ParameterStore<T>& store, const std::string& name, int layer, const ModelConfig& cfg)
+      : name_(name), probs_name_(name + ".probs"), layer_(layer), C_(cfg.d_model), H_(cfg.n_heads), D_(cfg.d_model / cfg.n_heads) {
+    const AttentionConfig& a = cfg.attention;
+    for (int l : a.key_shift.layers)
+      if (l == layer) key_shift_ = a.key_shift.offset;
+    rope_ = a.position == "rope";
+    rope_dim_ = a.rope_dim > 0 ? a.rope_dim : D_;
+    rope_base_ = a.rope_base;
+    sign_ste_ = a.scoring == "sign_ste";
+    ste_clipped_ = a.ste_grad == "clipped";
+    if (a.position == "alibi")
+      for (double s : alibi_slopes(H_)) slopes_.push_back(T(s));
+    q_proj_ = std::make_unique<Linear<T>>(store, name + ".q_proj", C_, C_, a.qkv_bias, cfg.init_std);
+    k_proj_ = std::make_unique<Linear<T>>(store, name + ".k_proj", C_, C_, a.qkv_bias, cfg.init_std);
+    v_proj_ = std::make_unique<Linear<T>>(store, name + ".v_proj", C_, C_, a.qkv_bias, cfg.init_std);
+    if (cfg.canon.set.find('B') != std::string::npos)
+      canon_b_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_b", 3 * C_, cfg.canon, cfg.norm_eps);
+    o_proj_ = std::make_unique<Linear<T>>(store, name + ".o_proj", C_, C_, a.qkv_bias, cfg.init_std);
+  }
+
+  void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) override {
+    const int N = B * Tn, C3 = 3 * C_;
+    x_ = x;
+    // Key shift: the key projection reads x[t] + x[t - o] (zero before the start of each sequence).
+    xk_ = x;
+    if (key_shift_ > 0) {
+      T* xs = ctx.arena.template alloc<T>(size_t(N) * C_);
+      shift_add(xs, x, B, Tn, key_shift_);
+      xk_ = xs;
+    }
+    qkv_proj_ = ctx.arena.template alloc<T>(size_t(N) * C3);  // (B, T, 3C) = [q | k | v]
+    q_proj_->forward(qkv_proj_, C3, x, C_, N);
+    k_proj_->forward(qkv_proj_ + C_, C3, xk_, C_, N);
+    v_proj_->forward(qkv_proj_ + 2 * C_, C3, x, C_, N);
+    qkv_canon_ = qkv_proj_;
+    if (canon_b_) {
+      qkv_canon_ = ctx.arena.template alloc<T>(size_t(N) * C3);
+      canon_b_->forward(ctx, qkv_canon_, qkv_proj_, B, Tn);
+    }
+    // Positions and sign act on q and k only; each stage gets its own copy because backward needs the
+    // values before sign() for the clipped straight-through gradient.
+    qkv_pos_ = qkv_canon_;
+    if (rope_) {
+      qkv_pos_ = ctx.arena.template alloc<T>(size_t(N) * C3);
+      std::copy(qkv_canon_, qkv_canon_ + size_t(N) * C3, qkv_pos_);
+      rope_forward(qkv_pos_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+      rope_forward(qkv_pos_ + C_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+    }
+    qkv_score_ = qkv_pos_;
+    if (sign_ste_) {
+      qkv_score_ = ctx.arena.template alloc<T>(size_t(N) * C3);
+#pragma omp parallel for schedule(static)
+      for (int n = 0; n < N; n++) {
+        const T* src = qkv_pos_ + size_t(n) * C3;
+        T* dst = qkv_score_ + size_t(n) * C3;
+        sign_forward(dst, src, size_t(2 * C_));
+        std::copy(src + 2 * C_, src + C3, dst + 2 * C_);
+      }
+    }
+    attn_out_ = ctx.arena.template alloc<T>(size_t(N) * C_);
+    probs_ = ctx.arena.template alloc<T>(size_t(B) * H_ * Tn * Tn);
+    attention_forward(attn_out_, probs_, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3,
+                      slopes_.empty() ? nullptr : slopes_.data(), B, Tn, H_, D_, scale());
+    if (ctx.on_attention_probs) ctx.on_attention_probs(layer_, probs_, B, H_, Tn);
+    ctx.record(probs_name_, probs_, size_t(B) * H_ * Tn * Tn);
+    o_proj_->forward(y, C_, attn_out_, C_, N);
+    ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
+    const int N = B * Tn, C3 = 3 * C_;
+    T* dattn = ctx.arena.template alloc<T>(size_t(N) * C_);
+    o_proj_->backward(dattn, C_, dy, C_, attn_out_, C_, N);
+    T* dqkv = ctx.arena.template alloc<T>(size_t(N) * C3);
+    T* scratch = ctx.arena.template alloc<T>(attention_scratch_size(Tn, thread_count()));
+    attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, probs_, qkv_score_, qkv_score_ + C_,
+                       qkv_score_ + 2 * C_, C3, B, Tn, H_, D_, scale(), scratch);
+    if (sign_ste_) {
+#pragma omp parallel for schedule(static)
+      for (int n = 0; n < N; n++) {
+        T* row = dqkv + size_t(n) * C3;
+        sign_ste_backward(row, row, qkv_pos_ + size_t(n) * C3, size_t(2 * C_), ste_clipped_);
+      }
+    }
+    if (rope_) {
+      rope_backward(dqkv, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+      rope_backward(dqkv + C_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+    }
+    T* dqkv_proj = dqkv;
+    if (canon_b_) {
+      dqkv_proj = ctx.arena.template alloc<T>(size_t(N) * C3);
+      canon_b_->backward(ctx, dqkv_proj, dqkv, B, Tn);
+    }
+    // x feeds q and v directly, and k through the key shift.
+    T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
+    q_proj_->backward(dx, C_, dqkv_proj, C3, x_, C_, N);
+    v_proj_->backward(dtmp, C_, dqkv_proj + 2 * C_, C3, x_, C_, N);
+    for (size_t i = 0; i < size_t(N) * C_; i++) dx[i] += dtmp[i];
+    k_proj_->backward(dtmp, C_, dqkv_proj + C_, C3, xk_, C_, N);
+    if (key_shift_ > 0)
+      shift_add_backward(dx, dtmp, B, Tn, key_shift_);
+    else
+      for (size_t i = 0; i < size_t(N) * C_; i++) dx[i] += dtmp[i];
+  }
+
+  int layer() const { return layer_; }
+  int n_heads() const { return H_; }
+
+ private:
+  T scale() const { return T(1.0 / std::sqrt(double(D_))); }
+
+  // xs[t] = x[t] + x[t - o] per sequence.  x, xs: (B, T, C)
+  void shift_add(T* xs, const T* x, int B, int Tn, int o) const {
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < Tn; t++) {
+        const T* cur = x + (size_t(b) * Tn + t) * C_;
+        T* out = xs + (size_t(b) * Tn + t) * C_;
+        if (t >= o) {
+          const T* prev = cur - size_t(o) * C_;
+          for (int c = 0; c < C_; c++) out[c] = cur[c] + prev[c];
+        } else {
+          for (int c = 0; c < C_; c++) out[c] = cur[c];
+        }
+      }
+  }
+  // dx[t] += dxs[t] + dxs[t + o]
+  void shift_add_backward(T* dx, const T* dxs, int B, int Tn, int o) const {
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < Tn; t++) {
+        T* out = dx + (size_t(b) * Tn + t) * C_;
+        const T* cur = dxs + (size_t(b) * Tn + t) * C_;
+        for (int c = 0; c < C_; c++) out[c] += cur[c];
+        if (t + o < Tn) {
+          const T* next = cur + size_t(o) * C_;
+          for (int c = 0; c < C_; c++) out[c] += next[c];
+        }
+      }
+  }
+
+  std::string name_, probs_name_;
+  int layer_, C_, H_, D_;
+  int key_shift_ = 0;
+  bool rope_ = false;
+  int rope_dim_ = 0;
+  double rope_base_ = 10000.0;
+  bool sign_ste_ = false, ste_clipped_ = false;
+  std::vector<T> slopes_;
+  std::unique_ptr<Linear<T>> q_proj_, k_proj_, v_proj_, o_proj_;
+  std::unique_ptr<CanonLayer<T>> canon_b_;
+  // Saved for backward (arena memory of the current step).
+  const T* x_ = nullptr;
+  const T* xk_ = nullptr;
+  T* qkv_proj_ = nullptr;
+  T* qkv_canon_ = nullptr;
+  T* qkv_pos_ = nullptr;
+  T* qkv_score_ = nullptr;
+  T* attn_out_ = nullptr;
+  T* probs_ = nullptr;
+};
+
+}  // namespace canonlab

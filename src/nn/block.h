@@ -1,0 +1,99 @@
+#pragma once
+// Pre-norm residual block:
+//   x_mid = x + Mixer( [CanonA] Norm(x) )
+//   x_out = x_mid + Mlp( [CanonC] Norm(x_mid) )
+// Canon-A and Canon-C sit after the norms, before any nonlinearity (paper, App. C.2).
+#include <memory>
+#include <string>
+
+#include "nn/canon.h"
+#include "nn/mixer.h"
+#include "nn/mlp.h"
+#include "nn/norm.h"
+
+namespace canonlab {
+
+template <class T>
+class Block {
+ public:
+  Block(ParameterStore<T>& store, const std::string& name, const ModelConfig& cfg,
+        std::unique_ptr<SequenceMixer<T>> (*make_mixer)(ParameterStore<T>&, const std::string&, int, const ModelConfig&),
+        int layer)
+      : C_(cfg.d_model) {
+    const NormKind nk = parse_norm_kind(cfg.norm);
+    attn_norm_ = std::make_unique<Norm<T>>(store, name + ".attn_norm", C_, nk, cfg.norm_eps);
+    if (cfg.canon.set.find('A') != std::string::npos)
+      canon_a_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_a", C_, cfg.canon, cfg.norm_eps);
+    mixer_ = make_mixer(store, name + ".attn", layer, cfg);
+    mlp_norm_ = std::make_unique<Norm<T>>(store, name + ".mlp_norm", C_, nk, cfg.norm_eps);
+    if (cfg.canon.set.find('C') != std::string::npos)
+      canon_c_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_c", C_, cfg.canon, cfg.norm_eps);
+    mlp_ = std::make_unique<Mlp<T>>(store, name + ".mlp", cfg);
+  }
+
+  // x: (B, T, C) -> out: (B, T, C); x must stay alive until backward.
+  void forward(StepContext<T>& ctx, T* out, const T* x, int B, int Tn) {
+    const size_t n = size_t(B) * Tn * C_;
+    Arena& a = ctx.arena;
+    h1_ = a.template alloc<T>(n);
+    attn_norm_->forward(ctx, h1_, x, B * Tn);
+    h1c_ = h1_;
+    if (canon_a_) {
+      h1c_ = a.template alloc<T>(n);
+      canon_a_->forward(ctx, h1c_, h1_, B, Tn);
+    }
+    T* y = a.template alloc<T>(n);
+    mixer_->forward(ctx, y, h1c_, B, Tn);
+    x_mid_ = a.template alloc<T>(n);
+    for (size_t i = 0; i < n; i++) x_mid_[i] = x[i] + y[i];
+    h2_ = a.template alloc<T>(n);
+    mlp_norm_->forward(ctx, h2_, x_mid_, B * Tn);
+    h2c_ = h2_;
+    if (canon_c_) {
+      h2c_ = a.template alloc<T>(n);
+      canon_c_->forward(ctx, h2c_, h2_, B, Tn);
+    }
+    T* y2 = a.template alloc<T>(n);  // not y: the trace keeps pointing at the mixer's output
+    mlp_->forward(ctx, y2, h2c_, B, Tn);
+    for (size_t i = 0; i < n; i++) out[i] = x_mid_[i] + y2[i];
+  }
+
+  // dout: (B, T, C) -> dx: (B, T, C) written
+  void backward(StepContext<T>& ctx, T* dx, const T* dout, int B, int Tn) {
+    const size_t n = size_t(B) * Tn * C_;
+    Arena& a = ctx.arena;
+    T* dh2c = a.template alloc<T>(n);
+    mlp_->backward(ctx, dh2c, dout, B, Tn);
+    T* dh2 = dh2c;
+    if (canon_c_) {
+      dh2 = a.template alloc<T>(n);
+      canon_c_->backward(ctx, dh2, dh2c, B, Tn);
+    }
+    T* dx_mid = a.template alloc<T>(n);
+    mlp_norm_->backward(dx_mid, dh2, B * Tn);
+    for (size_t i = 0; i < n; i++) dx_mid[i] += dout[i];
+    T* dh1c = a.template alloc<T>(n);
+    mixer_->backward(ctx, dh1c, dx_mid, B, Tn);
+    T* dh1 = dh1c;
+    if (canon_a_) {
+      dh1 = a.template alloc<T>(n);
+      canon_a_->backward(ctx, dh1, dh1c, B, Tn);
+    }
+    attn_norm_->backward(dx, dh1, B * Tn);
+    for (size_t i = 0; i < n; i++) dx[i] += dx_mid[i];
+  }
+
+ private:
+  int C_;
+  std::unique_ptr<Norm<T>> attn_norm_, mlp_norm_;
+  std::unique_ptr<CanonLayer<T>> canon_a_, canon_c_;
+  std::unique_ptr<SequenceMixer<T>> mixer_;
+  std::unique_ptr<Mlp<T>> mlp_;
+  T* h1_ = nullptr;
+  T* h1c_ = nullptr;
+  T* x_mid_ = nullptr;
+  T* h2_ = nullptr;
+  T* h2c_ = nullptr;
+};
+
+}  // namespace canonlab

@@ -1,0 +1,42 @@
+#pragma once
+// y = x W^T + b, with W in PyTorch layout (out, in). Stateless between forward and backward: the caller
+// passes x again, so fused buffers (q|k|v columns) can be fed in with row strides.
+#include <optional>
+#include <string>
+
+#include "engine/ops/linear/fast.h"
+#include "engine/params.h"
+
+namespace canonlab {
+
+template <class T>
+class Linear {
+ public:
+  Linear(ParameterStore<T>& store, const std::string& name, int in, int out, bool bias, double init_std,
+         ParamGroup group = ParamGroup::linear)
+      : in_(in), out_(out) {
+    weight_ = store.add(name + ".weight", {out, in}, InitSpec::normal(init_std), group);
+    if (bias) bias_ = store.add(name + ".bias", {out}, InitSpec::zeros(), ParamGroup::bias);
+  }
+
+  // x: (N, in) rows of stride ldx -> y: (N, out) rows of stride ldy
+  void forward(T* y, int ldy, const T* x, int ldx, int N) const {
+    linear_forward(y, ldy, x, ldx, weight_.value(), bias_ ? bias_->value() : nullptr, N, in_, out_);
+  }
+  // dy: (N, out) -> dx: (N, in) written (skipped when dx is null); dW, db accumulate.
+  void backward(T* dx, int lddx, const T* dy, int lddy, const T* x, int ldx, int N) const {
+    linear_backward(dx, lddx, weight_.grad(), bias_ ? bias_->grad() : nullptr, dy, lddy, x, ldx, weight_.value(), N,
+                    in_, out_);
+  }
+
+  int in_features() const { return in_; }
+  int out_features() const { return out_; }
+  const Param<T>& weight() const { return weight_; }
+
+ private:
+  int in_, out_;
+  Param<T> weight_;
+  std::optional<Param<T>> bias_;
+};
+
+}  // namespace canonlab

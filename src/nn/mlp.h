@@ -1,0 +1,99 @@
+#pragma once
+// The feed-forward half of a block:
+//   gelu / relu2:  down( act( [CanonD] up(h) ) )                 up width W = hidden
+//   swiglu:        down( silu(g) * u ), [g | u] = [CanonD] [gate(h) | up(h)]   W = 2 * hidden
+// Canon-D sits after the up/gate projections and before the nonlinearity, as in the paper.
+#include <memory>
+#include <string>
+
+#include "config/run_config.h"
+#include "engine/ops/activation/activation.h"
+#include "nn/canon.h"
+#include "nn/linear.h"
+
+namespace canonlab {
+
+enum class MlpKind { gelu, swiglu, relu2 };
+
+template <class T>
+class Mlp {
+ public:
+  Mlp(ParameterStore<T>& store, const std::string& name, const ModelConfig& cfg)
+      : name_(name), C_(cfg.d_model), hidden_(cfg.mlp.hidden_dim) {
+    kind_ = cfg.mlp.kind == "swiglu" ? MlpKind::swiglu : cfg.mlp.kind == "relu2" ? MlpKind::relu2 : MlpKind::gelu;
+    width_ = kind_ == MlpKind::swiglu ? 2 * hidden_ : hidden_;
+    if (kind_ == MlpKind::swiglu)
+      gate_proj_ = std::make_unique<Linear<T>>(store, name + ".gate_proj", C_, hidden_, cfg.mlp.bias, cfg.init_std);
+    up_proj_ = std::make_unique<Linear<T>>(store, name + ".up_proj", C_, hidden_, cfg.mlp.bias, cfg.init_std);
+    if (cfg.canon.set.find('D') != std::string::npos)
+      canon_d_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_d", width_, cfg.canon, cfg.norm_eps);
+    down_proj_ = std::make_unique<Linear<T>>(store, name + ".down_proj", hidden_, C_, cfg.mlp.bias, cfg.init_std);
+  }
+
+  // h: (N, C) -> y: (N, C)
+  void forward(StepContext<T>& ctx, T* y, const T* h, int B, int Tn) {
+    const int N = B * Tn;
+    h_ = h;
+    up_ = ctx.arena.template alloc<T>(size_t(N) * width_);
+    if (kind_ == MlpKind::swiglu) {
+      gate_proj_->forward(up_, width_, h, C_, N);
+      up_proj_->forward(up_ + hidden_, width_, h, C_, N);
+    } else {
+      up_proj_->forward(up_, width_, h, C_, N);
+    }
+    pre_act_ = up_;
+    if (canon_d_) {
+      pre_act_ = ctx.arena.template alloc<T>(size_t(N) * width_);
+      canon_d_->forward(ctx, pre_act_, up_, B, Tn);
+    }
+    act_ = ctx.arena.template alloc<T>(size_t(N) * hidden_);
+    const size_t n = size_t(N) * hidden_;
+    switch (kind_) {
+      case MlpKind::gelu: gelu_forward(act_, pre_act_, n); break;
+      case MlpKind::relu2: relu2_forward(act_, pre_act_, n); break;
+      case MlpKind::swiglu: swiglu_forward(act_, pre_act_, N, hidden_); break;
+    }
+    down_proj_->forward(y, C_, act_, hidden_, N);
+    ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  // dy: (N, C) -> dh: (N, C) written
+  void backward(StepContext<T>& ctx, T* dh, const T* dy, int B, int Tn) {
+    const int N = B * Tn;
+    const size_t n = size_t(N) * hidden_;
+    T* dact = ctx.arena.template alloc<T>(n);
+    down_proj_->backward(dact, hidden_, dy, C_, act_, hidden_, N);
+    T* dpre = ctx.arena.template alloc<T>(size_t(N) * width_);
+    switch (kind_) {
+      case MlpKind::gelu: gelu_backward(dpre, dact, pre_act_, n); break;
+      case MlpKind::relu2: relu2_backward(dpre, dact, pre_act_, n); break;
+      case MlpKind::swiglu: swiglu_backward(dpre, dact, pre_act_, N, hidden_); break;
+    }
+    T* dup = dpre;
+    if (canon_d_) {
+      dup = ctx.arena.template alloc<T>(size_t(N) * width_);
+      canon_d_->backward(ctx, dup, dpre, B, Tn);
+    }
+    if (kind_ == MlpKind::swiglu) {
+      T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
+      gate_proj_->backward(dh, C_, dup, width_, h_, C_, N);
+      up_proj_->backward(dtmp, C_, dup + hidden_, width_, h_, C_, N);
+      for (size_t i = 0; i < size_t(N) * C_; i++) dh[i] += dtmp[i];
+    } else {
+      up_proj_->backward(dh, C_, dup, width_, h_, C_, N);
+    }
+  }
+
+ private:
+  std::string name_;
+  int C_, hidden_, width_;
+  MlpKind kind_;
+  std::unique_ptr<Linear<T>> gate_proj_, up_proj_, down_proj_;
+  std::unique_ptr<CanonLayer<T>> canon_d_;
+  const T* h_ = nullptr;
+  T* up_ = nullptr;
+  T* pre_act_ = nullptr;
+  T* act_ = nullptr;
+};
+
+}  // namespace canonlab

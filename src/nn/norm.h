@@ -1,0 +1,56 @@
+#pragma once
+// RMSNorm or LayerNorm over the last dimension, with a learnable scale (and bias for LayerNorm).
+// Saves its statistics in the step arena for backward.
+#include <string>
+
+#include "engine/ops/norm/fast.h"
+#include "engine/params.h"
+#include "nn/context.h"
+
+namespace canonlab {
+
+enum class NormKind { rmsnorm, layernorm };
+
+template <class T>
+class Norm {
+ public:
+  Norm(ParameterStore<T>& store, const std::string& name, int channels, NormKind kind, double eps)
+      : name_(name), channels_(channels), kind_(kind), eps_(T(eps)) {
+    weight_ = store.add(name + ".weight", {channels}, InitSpec::ones(), ParamGroup::norm);
+    if (kind == NormKind::layernorm) bias_ = store.add(name + ".bias", {channels}, InitSpec::zeros(), ParamGroup::norm);
+  }
+
+  // x: (N, C) -> y: (N, C). x must stay alive until backward.
+  void forward(StepContext<T>& ctx, T* y, const T* x, int N) {
+    x_ = x;
+    rstd_ = ctx.arena.template alloc<T>(N);
+    if (kind_ == NormKind::rmsnorm) {
+      rmsnorm_forward(y, rstd_, x, weight_.value(), N, channels_, eps_);
+    } else {
+      mean_ = ctx.arena.template alloc<T>(N);
+      layernorm_forward(y, mean_, rstd_, x, weight_.value(), bias_.value(), N, channels_, eps_);
+    }
+    ctx.record(name_, y, size_t(N) * channels_);
+  }
+  // dy: (N, C) -> dx: (N, C) written.
+  void backward(T* dx, const T* dy, int N) {
+    if (kind_ == NormKind::rmsnorm)
+      rmsnorm_backward(dx, weight_.grad(), dy, x_, weight_.value(), rstd_, N, channels_);
+    else
+      layernorm_backward(dx, weight_.grad(), bias_.grad(), dy, x_, weight_.value(), mean_, rstd_, N, channels_);
+  }
+
+ private:
+  std::string name_;
+  int channels_;
+  NormKind kind_;
+  T eps_;
+  Param<T> weight_, bias_;
+  const T* x_ = nullptr;
+  T* mean_ = nullptr;
+  T* rstd_ = nullptr;
+};
+
+inline NormKind parse_norm_kind(const std::string& s) { return s == "layernorm" ? NormKind::layernorm : NormKind::rmsnorm; }
+
+}  // namespace canonlab

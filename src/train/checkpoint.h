@@ -1,0 +1,38 @@
+#pragma once
+// Checkpoints are two safetensors files per step plus a pointer file:
+//   checkpoints/step_00001000.model.safetensors  model weights, PyTorch names and shapes, config in metadata
+//   checkpoints/step_00001000.state.safetensors  AdamW moments and the training cursor (step, update count)
+//   checkpoints/latest.json                      {"step": 1000, "model": "...", "state": "..."}
+// Each file is written atomically and latest.json is replaced last, so a crash at any moment leaves the
+// previous checkpoint fully valid. Loading validates the whole file (structure, checksum, every tensor's
+// name and shape against the model) before a single parameter is overwritten.
+#include <string>
+
+#include "config/run_config.h"
+#include "engine/params.h"
+#include "train/adamw.h"
+
+namespace canonlab {
+
+struct TrainingCursor {
+  int step = 0;  // number of completed training steps; the next step to run
+};
+
+// Writes the model weights with the resolved config in the metadata ("canonlab.config").
+void save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step);
+// Reads the resolved config stored in a model checkpoint.
+RunConfig read_model_config(const std::string& path);
+// Loads weights into `params`; throws (leaving params untouched) on any missing, extra or mis-shaped tensor.
+void load_model(const std::string& path, ParameterStore<float>& params);
+
+// Saves model + optimizer + cursor under dir, then points latest.json at them and prunes old checkpoints.
+void save_checkpoint(const std::string& dir, const RunConfig& cfg, const ParameterStore<float>& params,
+                     const AdamWState& opt, const TrainingCursor& cursor);
+// Path of the model file of the latest checkpoint in dir, or "" if there is none.
+std::string latest_model_path(const std::string& dir);
+// Restores params, optimizer state and cursor from the latest checkpoint in dir; the stored config must equal
+// `cfg` (apart from settings that do not change the trajectory), else an error names the differing keys.
+TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& cfg, ParameterStore<float>& params,
+                                      AdamWState& opt);
+
+}  // namespace canonlab

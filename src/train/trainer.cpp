@@ -1,0 +1,203 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "config/config.h"
+#include "data/copy_task.h"
+#include "engine/threads.h"
+#include "eval/evaluate.h"
+#include "eval/ipmr.h"
+#include "io/atomic_file.h"
+#include "models/language_model.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/loss.h"
+#include "train/progress.h"
+#include "train/schedule.h"
+
+namespace canonlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Finds the first module (in forward order) whose recorded output has a NaN or inf.
+std::string first_non_finite(const ActivationTrace<float>& trace) {
+  for (const auto& e : trace.entries)
+    for (size_t i = 0; i < e.count; i++)
+      if (!std::isfinite(e.data[i])) return *e.module;
+  return "";
+}
+
+std::string first_non_finite_grad(const ParameterStore<float>& params) {
+  std::span<const float> g = params.grads();
+  for (const ParamInfo& p : params.infos())
+    for (size_t i = 0; i < p.numel; i++)
+      if (!std::isfinite(g[p.offset + i])) return p.name;
+  return "";
+}
+
+std::string first_non_finite_param(const ParameterStore<float>& params) {
+  std::span<const float> v = params.values();
+  for (const ParamInfo& p : params.infos())
+    for (size_t i = 0; i < p.numel; i++)
+      if (!std::isfinite(v[p.offset + i])) return p.name;
+  return "";
+}
+
+// Metrics go to metrics.jsonl (every record) and metrics.csv (a flat table of the same records).
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& dir, int keep_up_to_step) : jsonl_path_(dir + "/metrics.jsonl"), csv_path_(dir + "/metrics.csv") {
+    // On resume, keep only the records of steps the checkpoint already covers, so the files read as if the run
+    // had never been interrupted.
+    std::vector<nlohmann::json> kept;
+    if (keep_up_to_step > 0 && fs::exists(jsonl_path_)) {
+      std::ifstream in(jsonl_path_);
+      for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_discarded() && j.value("step", 0) <= keep_up_to_step) kept.push_back(j);
+      }
+    }
+    jsonl_.open(jsonl_path_, std::ios::trunc);
+    csv_.open(csv_path_, std::ios::trunc);
+    csv_ << "step,split,loss,lr,grad_norm,copy_acc,tokens_per_s,elapsed_s\n";
+    for (auto& j : kept) write(j);
+  }
+  void write(const nlohmann::json& j) {
+    jsonl_ << j.dump() << "\n";
+    auto num = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string(); };
+    csv_ << num("step") << "," << j.value("split", "") << "," << num("loss") << "," << num("lr") << ","
+         << num("grad_norm") << "," << num("copy_acc") << "," << num("tokens_per_s") << "," << num("elapsed_s")
+         << "\n";
+    jsonl_.flush();
+    csv_.flush();
+  }
+
+ private:
+  std::string jsonl_path_, csv_path_;
+  std::ofstream jsonl_, csv_;
+};
+
+void write_text(const std::string& path, const std::string& text) {
+  AtomicFileWriter w(path);
+  w.write(std::as_bytes(std::span(text.data(), text.size())));
+  w.commit();
+}
+
+}  // namespace
+
+nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
+  const TrainConfig& tc = cfg.train;
+  set_thread_count(tc.threads);
+  const std::string out = options.out_dir;
+  const std::string ckpt_dir = out + "/checkpoints";
+  fs::create_directories(ckpt_dir);
+
+  auto task = make_task(cfg.task);
+  auto model = build_model<float>(cfg.model, tc.seed);
+  ParameterStore<float>& params = model->params();
+  AdamWState opt;
+  TrainingCursor cursor;
+  if (options.resume) {
+    cursor = load_latest_checkpoint(ckpt_dir, cfg, params, opt);
+    std::fprintf(stderr, "resuming from step %d of %s\n", cursor.step, ckpt_dir.c_str());
+  } else {
+    CANONLAB_CHECK(latest_model_path(ckpt_dir).empty(),
+                   "'" + out + "' already holds a run; pass --resume to continue it or choose another --out");
+  }
+  write_text(out + "/config.resolved.yaml", config_to_yaml(cfg));
+  MetricsLog metrics(out, cursor.step);
+
+  const std::vector<uint8_t> decay = decay_mask(params, tc.decay_on);
+  const std::vector<Batch> eval_batches = make_eval_batches(*task, cfg);
+  const int B = tc.batch_size, T = task->seq_len(), V = model->vocab_size();
+  Arena arena;
+  ActivationTrace<float> trace;
+  Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO));
+
+  auto t_start = std::chrono::steady_clock::now();
+  double last_loss = NAN, tokens_done = 0;
+  nlohmann::json last_eval;
+  Batch batch;
+  batch.resize(B, T);
+  if (cursor.step == 0 && tc.checkpoint_every > 0) save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
+
+  for (int step = cursor.step; step < tc.steps; step++) {
+    const double lr = learning_rate(tc, step);
+    for (int b = 0; b < B; b++) task->sample(batch, b, tc.data_seed, uint64_t(step), uint64_t(b));
+    arena.reset();
+    trace.entries.clear();
+    StepContext<float> ctx{arena};
+    ctx.trace = &trace;
+    params.zero_grad();
+    const float* logits = model->forward(ctx, batch.tokens.data(), B, T);
+    LossResult<float> loss =
+        masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(), B * T, V, true);
+    if (!std::isfinite(loss.loss)) {
+      std::string where = first_non_finite_param(params);
+      where = where.empty() ? first_non_finite(trace) : "parameter " + where;
+      throw Error("training stopped: loss is " + std::to_string(loss.loss) + " at step " + std::to_string(step) +
+                  "; first non-finite output: " + (where.empty() ? "cross-entropy (all module outputs finite)" : where) +
+                  ". Lower train.lr, enable train.grad_clip, or check the data.");
+    }
+    model->backward(ctx, loss.dlogits, B, T);
+    const double gnorm = grad_global_norm<float>(params.grads());
+    if (!std::isfinite(gnorm))
+      throw Error("training stopped: gradient norm is " + std::to_string(gnorm) + " at step " + std::to_string(step) +
+                  "; first non-finite gradient: " + first_non_finite_grad(params));
+    clip_grad_norm<float>(params.grads(), gnorm, tc.grad_clip);
+    adamw_step<float>(params.values(), params.grads(), opt, decay, tc, lr);
+    cursor.step = step + 1;
+    last_loss = loss.loss;
+    tokens_done += double(B) * T;
+
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    const double tok_s = tokens_done / std::max(elapsed, 1e-9);
+    if (cursor.step % std::max(1, tc.log_every) == 0 || cursor.step == tc.steps || step == 0)
+      metrics.write({{"step", cursor.step}, {"split", "train"}, {"loss", loss.loss}, {"lr", lr},
+                     {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
+    if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || cursor.step == tc.steps) {
+      last_eval = evaluate(*model, *task, eval_batches, arena);
+      nlohmann::json rec = last_eval;
+      rec["step"] = cursor.step;
+      rec["split"] = "eval";
+      rec["elapsed_s"] = elapsed;
+      metrics.write(rec);
+    }
+    progress.update(cursor.step, loss.loss, tok_s, last_eval);
+    if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || cursor.step == tc.steps)
+      save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
+  }
+  progress.finish();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+
+  nlohmann::json summary;
+  summary["steps"] = tc.steps;
+  summary["parameters"] = params.total();
+  summary["threads"] = thread_count();
+  summary["final_train_loss"] = last_loss;
+  summary["eval"] = last_eval;
+  summary["wall_seconds_this_session"] = elapsed;
+  summary["tokens_per_second"] = tokens_done / std::max(elapsed, 1e-9);
+  summary["checkpoint"] = latest_model_path(ckpt_dir);
+  if (options.probe_at_end) {
+    if (auto* copy = dynamic_cast<CopyTask*>(task.get())) {
+      IpmrResult ipmr = measure_ipmr(*model, *copy, cfg);
+      summary["ipmr"] = ipmr_to_json(ipmr, cfg.probe.top_heads);
+      std::cout << format_ipmr(ipmr, cfg.probe.top_heads);
+    }
+  }
+  write_text(out + "/summary.json", summary.dump(2) + "\n");
+  return summary;
+}
+
+}  // namespace canonlab

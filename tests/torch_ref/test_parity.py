@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""PyTorch parity for canonlab: logits, loss, every gradient and a 10-step AdamW trajectory.
+
+For each case it writes a small config (YAML), runs `canonlab debug-dump CONFIG --out DIR`, loads the dumped
+weights into the independent reference (canon_model.py, built from the resolved config stored in the
+checkpoint metadata) and compares:
+  logits       |ours - torch| <= 1e-4 + 1e-3 * |torch|              (elementwise)
+  loss         |ours - torch| <= 1e-5 * |torch|
+  grad.<name>  max |ours - torch| <= 1e-5 + 1e-3 * max |torch grad|   (per tensor)
+  trajectory   the 10 losses before each AdamW update, |ours - torch| <= 1e-4 * |torch| each
+               (1e-2 for sign_ste scoring, whose trajectory is chaotic at float32 level; see TRAJ_RTOL_SIGN_STE)
+It also checks that the resolved config keeps every key the case set (a silently ignored key would make
+the case test something else) and that the checkpoint holds exactly the reference's parameters.
+
+    python tests/torch_ref/test_parity.py --canonlab build/canonlab --workdir build/parity [--only NAME]
+
+Exit status 0 only if every case passed; the last line is `N passed, M failed`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+try:
+    import torch
+    import yaml
+    from safetensors.torch import load_file
+except Exception as e:  # noqa: BLE001 - any import failure means the environment is not set up
+    print(f"torch parity: cannot import torch/pyyaml/safetensors with {sys.executable}: {e!r}")
+    print("create the test virtualenv with scripts/setup-venv.sh")
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import canon_model as cm  # noqa: E402
+
+LOGITS_ATOL, LOGITS_RTOL = 1e-4, 1e-3
+LOSS_RTOL = 1e-5
+GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-3
+TRAJ_RTOL = 1e-4
+N_TRAJ = 10
+# With sign_ste scoring the trajectory is chaotic at the float32 level: Adam turns rounding-sized gradient
+# differences into ~1e-5 parameter differences after one update, that flips the sign of a q/k entry near
+# zero a few updates later, and the losses then part by ~1e-3 (measured: float32 vs float64 references of
+# this very model, sign_ste_key_shift: 2.7e-3 at update 7). Softmax cases stay below 1e-6. Those cases
+# keep the strict gradient checks (which test the STE) and compare the trajectory at this looser rtol.
+TRAJ_RTOL_SIGN_STE = 1e-2
+
+BASE = {
+    "model": {
+        "d_model": 32, "n_heads": 4, "n_layers": 2,
+        "attention": {"position": "rope"},
+        "mlp": {"kind": "gelu"},
+        "canon": {"set": "ABCD"},
+    },
+    "task": {"name": "copy", "vocab": 16, "n_symbols": 6},
+    "train": {"steps": N_TRAJ, "batch_size": 4, "lr": 1e-2, "warmup_steps": 2, "seed": 7,
+              "weight_decay": 0.1, "decay_on": ["linear", "embedding"]},
+}
+
+# name -> overrides of BASE (nested like the config)
+CASES = {
+    "nope_canon_ABCD": {"model": {"attention": {"position": "nope"}, "canon": {"set": "ABCD"}}},
+    "nope_canon_ABCD_variants": {"model": {"attention": {"position": "nope"}, "canon": {
+        "set": "ABCD", "kernel_size": 3, "groups": 4, "activation": "silu", "norm": "layernorm",
+        "residual": False}}},
+    "canon_elu_rmsnorm_groups2": {"model": {"canon": {
+        "set": "ABCD", "kernel_size": 2, "groups": 2, "activation": "elu", "norm": "rmsnorm"}}},
+    "rope_no_canon": {"model": {"attention": {"position": "rope"}, "canon": {"set": ""}}},
+    "rope": {"model": {"attention": {"position": "rope"}}},
+    "partial_rope": {"model": {"attention": {"position": "rope", "rope_dim": 4}}},  # D = 8, rope_dim = D/2
+    "alibi": {"model": {"attention": {"position": "alibi"}}},
+    "sign_ste_key_shift": {"model": {"attention": {
+        "position": "alibi", "scoring": "sign_ste", "key_shift": {"layers": [0], "offset": 1}}}},
+    "sign_ste_clipped_offset2": {"model": {"attention": {
+        "scoring": "sign_ste", "ste_grad": "clipped", "key_shift": {"layers": [1], "offset": 2}}}},
+    "swiglu": {"model": {"mlp": {"kind": "swiglu"}, "canon": {"set": "ABCD"}}},
+    "relu2": {"model": {"mlp": {"kind": "relu2"}}},
+    "tied_embeddings": {"model": {"tie_embeddings": True}},
+    "learned_positions_layernorm": {"model": {"norm": "layernorm", "attention": {
+        "position": "learned", "qkv_bias": True}, "mlp": {"bias": True}}},
+    "optimizer_linear_decay_all_noclip": {
+        "model": {"attention": {"qkv_bias": True}, "mlp": {"bias": True}, "canon": {"norm": "layernorm"}},
+        "task": {"loss_on": "copy"},
+        "train": {"schedule": "linear", "warmup_steps": 0, "grad_clip": 0.0, "beta2": 0.99,
+                  "decay_on": ["linear", "embedding", "canon", "norm", "bias"]}},
+    "optimizer_constant_tight_clip": {
+        "task": {"loss_on": "copy"},
+        "train": {"schedule": "constant", "grad_clip": 0.05, "decay_on": ["canon", "norm"]}},
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+class Check:
+    def __init__(self, name, scale, max_abs, ratio, ok, note=""):
+        self.name, self.scale, self.max_abs, self.ratio, self.ok, self.note = name, scale, max_abs, ratio, ok, note
+
+
+def _f(x):
+    return "-" if x is None else (f"{x:.3e}" if isinstance(x, float) else str(x))
+
+
+def compare(name, ours, ref, atol, rtol, per_tensor_scale):
+    """ours/ref: tensors. Passes when |ours - ref| <= atol + rtol * scale, with scale = max|ref| when
+    per_tensor_scale else |ref| elementwise. Reports max|ref|, max abs err, and the worst err/allowed."""
+    if ours is None:
+        return Check(name, None, None, None, False, "missing in canonlab's dump")
+    ours, ref = ours.double(), ref.double()
+    if ours.shape != ref.shape:
+        return Check(name, None, None, None, False, f"shape {tuple(ours.shape)} vs {tuple(ref.shape)}")
+    if not torch.isfinite(ours).all() or not torch.isfinite(ref).all():
+        return Check(name, None, None, None, False,
+                     f"non-finite values (canonlab {int((~torch.isfinite(ours)).sum())}, "
+                     f"torch {int((~torch.isfinite(ref)).sum())})")
+    err = (ours - ref).abs()
+    scale_max = ref.abs().max().item() if ref.numel() else 0.0
+    allowed = atol + rtol * (scale_max if per_tensor_scale else ref.abs())
+    ratio = (err / allowed).max().item() if err.numel() else 0.0
+    max_abs = err.max().item() if err.numel() else 0.0
+    return Check(name, scale_max, max_abs, ratio, ratio <= 1.0)
+
+
+def flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def check_config(written, resolved):
+    """Every key the case wrote must come back unchanged in the binary's resolved config."""
+    got = flatten(resolved)
+    bad = []
+    for k, v in flatten(written).items():
+        if k not in got:
+            bad.append(f"{k} missing")
+        elif isinstance(v, float) or isinstance(got[k], float):
+            if not (isinstance(got[k], (int, float)) and math.isclose(float(v), float(got[k]), rel_tol=1e-9)):
+                bad.append(f"{k}: wrote {v!r}, resolved {got[k]!r}")
+        elif v != got[k]:
+            bad.append(f"{k}: wrote {v!r}, resolved {got[k]!r}")
+    return Check("config", None, None, None, not bad, "; ".join(bad))
+
+
+def run_case(name, overrides, args):
+    """Returns (ok, checks, error_text)."""
+    cdir = os.path.join(args.workdir, name)
+    out = os.path.join(cdir, "dump")
+    os.makedirs(cdir, exist_ok=True)
+    for f in ("model.safetensors", "batch.safetensors", "reference.safetensors", "trajectory.json"):
+        if os.path.exists(os.path.join(out, f)):
+            os.remove(os.path.join(out, f))
+    written = cm.deep_merge(BASE, overrides)
+    cfg_path = os.path.join(cdir, "config.yaml")
+    with open(cfg_path, "w") as fh:
+        fh.write(f"# torch parity case {name} (written by tests/torch_ref/test_parity.py)\n")
+        yaml.safe_dump(written, fh, sort_keys=False)
+
+    cmd = [args.canonlab, "debug-dump", cfg_path, "--out", out]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, [], f"{' '.join(cmd)}: {e}"
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip()[-2000:]
+        return False, [], f"{' '.join(cmd)} exited {proc.returncode}:\n{tail}"
+
+    checks = []
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    try:
+        model_path = os.path.join(out, "model.safetensors")
+        try:
+            resolved = cm.config_from_checkpoint(model_path)
+            checks.append(check_config(written, resolved))
+        except Exception as e:  # noqa: BLE001
+            resolved = written
+            checks.append(Check("config", None, None, None, False, f"{e}; using the written config"))
+        model = cm.CanonModel(resolved).to(dtype)
+        model.load_state(model_path)
+        init_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        batch = load_file(os.path.join(out, "batch.safetensors"))
+        ref = load_file(os.path.join(out, "reference.safetensors"))
+        tokens, targets = batch["tokens"].long(), batch["targets"].long()
+        mask = batch["loss_mask"].to(dtype)
+
+        # forward + backward at the dumped weights
+        logits = model(tokens)
+        loss = cm.masked_cross_entropy(logits, targets, mask)
+        loss.backward()
+        checks.append(compare("logits", ref.get("logits"), logits.detach(), LOGITS_ATOL, LOGITS_RTOL, False))
+        checks.append(compare("loss", ref["loss"].reshape(()) if "loss" in ref else None, loss.detach(),
+                              0.0, LOSS_RTOL, False))
+        for pname, p in model.named_parameters():
+            checks.append(compare(f"grad.{pname}", ref.get(f"grad.{pname}"), p.grad, GRAD_ATOL, GRAD_RTOL, True))
+        own = {f"grad.{n}" for n, _ in model.named_parameters()} | {"logits", "loss"}
+        extra = sorted(set(ref) - own)
+        if extra:
+            checks.append(Check("reference tensors", None, None, None, False, f"unexpected {extra}"))
+
+        # trajectory: the loss before each of N_TRAJ AdamW updates on the same batch
+        with open(os.path.join(out, "trajectory.json")) as fh:
+            ours_traj = json.load(fh)["losses"]
+        model.load_state_dict(init_state)
+        train = model.cfg["train"]
+        opt = cm.make_optimizer(model, train, foreach=False)
+        torch_traj = [cm.train_step(model, opt, s, tokens, targets, mask, train) for s in range(N_TRAJ)]
+        if len(ours_traj) != N_TRAJ:
+            checks.append(Check("trajectory", None, None, None, False,
+                                f"{len(ours_traj)} losses, expected {N_TRAJ}"))
+        else:
+            chaotic = model.cfg["model"]["attention"]["scoring"] == "sign_ste"
+            rtol = TRAJ_RTOL_SIGN_STE if chaotic else TRAJ_RTOL
+            c = compare("trajectory" + (f" (sign_ste: rtol {rtol:g})" if chaotic else ""),
+                        torch.tensor(ours_traj, dtype=torch.float64),
+                        torch.tensor(torch_traj, dtype=torch.float64), 0.0, rtol, False)
+            if not c.ok or args.verbose:
+                c.note = ("canonlab " + " ".join(f"{x:.6f}" for x in ours_traj) +
+                          " | torch " + " ".join(f"{x:.6f}" for x in torch_traj))
+            checks.append(c)
+    except Exception as e:  # noqa: BLE001 - report and fail the case, keep going
+        import traceback
+
+        return False, checks, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"
+    return all(c.ok for c in checks), checks, ""
+
+
+def print_checks(name, checks, show_all):
+    rows = [c for c in checks if show_all or not c.ok]
+    if not rows:
+        return
+    w = max(len(c.name) for c in rows)
+    print(f"  {'check':<{w}}  {'max|torch|':>10}  {'max abs err':>11}  {'rel err':>9}  {'err/tol':>9}  status")
+    for c in rows:
+        rel = c.max_abs / c.scale if c.max_abs is not None and c.scale else None
+        print(f"  {c.name:<{w}}  {_f(c.scale):>10}  {_f(c.max_abs):>11}  {_f(rel):>9}  {_f(c.ratio):>9}  "
+              f"{'ok' if c.ok else 'FAIL'}{('  ' + c.note) if c.note else ''}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--canonlab", required=True, help="path to the canonlab binary")
+    ap.add_argument("--workdir", required=True, help="where configs and dumps are written")
+    ap.add_argument("--only", action="append", default=[], help="case name (repeatable, or comma-separated)")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                    help="precision of the PyTorch reference (default float32)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per debug-dump run")
+    ap.add_argument("--quiet", action="store_true", help="print only failing checks")
+    ap.add_argument("--verbose", action="store_true", help="also print both trajectories")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+
+    names = [n for o in args.only for n in o.split(",") if n] or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        print(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
+        print(f"0 passed, {len(names)} failed")
+        return 1
+    args.canonlab = os.path.abspath(args.canonlab)
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.manual_seed(0)
+    print(f"torch parity: torch {torch.__version__}, reference in {args.dtype}, binary {args.canonlab}")
+    if not os.access(args.canonlab, os.X_OK):
+        print(f"canonlab binary not found or not executable: {args.canonlab}")
+        print(f"0 passed, {len(names)} failed")
+        return 1
+
+    results = []
+    for name in names:
+        t0 = time.time()
+        ok, checks, err = run_case(name, CASES[name], args)
+        dt = time.time() - t0
+        print(f"\n== {name}: {'PASS' if ok else 'FAIL'} ({dt:.1f} s)")
+        print_checks(name, checks, show_all=not args.quiet)
+        if err:
+            print("  error: " + err.replace("\n", "\n    "))
+        worst = max((c for c in checks if c.ratio is not None), key=lambda c: c.ratio, default=None)
+        failed = [c.name for c in checks if not c.ok]
+        results.append((name, ok, worst, failed, err))
+
+    print("\n| case | result | worst err/tol (check) | failing checks |")
+    print("|---|---|---|---|")
+    for name, ok, worst, failed, err in results:
+        w = f"{worst.ratio:.3f} ({worst.name})" if worst else "-"
+        f = ", ".join(failed[:4]) + (f" (+{len(failed) - 4})" if len(failed) > 4 else "")
+        if err and not f:
+            f = err.splitlines()[0][:80]
+        print(f"| {name} | {'PASS' if ok else 'FAIL'} | {w} | {f or '-'} |")
+    n_pass = sum(1 for r in results if r[1])
+    print(f"\n{n_pass} passed, {len(results) - n_pass} failed")
+    return 0 if n_pass == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
