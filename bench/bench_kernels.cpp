@@ -105,8 +105,8 @@ void BM_attention_backward(benchmark::State& state) {
                     (const float*)nullptr, kB, Tn, kH, kD, scale);
   for (auto _ : state) {
     if (Fast)
-      attention_backward(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(),
-                         qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld, kB, Tn, kH, kD, scale, scratch.data());
+      attention_backward(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(), qkv.data(),
+                         qkv.data() + kC, qkv.data() + 2 * kC, ld, kB, Tn, kH, kD, scale, scratch.data());
     else
       attention_backward_naive(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(),
                                qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld, kB, Tn, kH, kD, scale,
@@ -168,14 +168,14 @@ void BM_sgemm(benchmark::State& state) {
 }
 
 // Naive kernels at T = 256 take seconds per call: one iteration is enough to see the gap.
-#define KERNEL_BENCH(fn)                                                                                  \
-  BENCHMARK(fn<false>)                                                                                    \
-      ->Name(#fn "/naive")                                                                                \
-      ->Arg(49)                                                                                           \
-      ->Arg(256)                                                                                          \
-      ->Iterations(1)                                                                                     \
-      ->UseRealTime()                                                                                     \
-      ->Unit(benchmark::kMillisecond);                                                                    \
+#define KERNEL_BENCH(fn)               \
+  BENCHMARK(fn<false>)                 \
+      ->Name(#fn "/naive")             \
+      ->Arg(49)                        \
+      ->Arg(256)                       \
+      ->Iterations(1)                  \
+      ->UseRealTime()                  \
+      ->Unit(benchmark::kMillisecond); \
   BENCHMARK(fn<true>)->Name(#fn "/fast")->Arg(49)->Arg(256)->UseRealTime()->Unit(benchmark::kMillisecond)
 
 KERNEL_BENCH(BM_linear_forward);

@@ -15,7 +15,7 @@ void* Arena::alloc_bytes(size_t bytes) {
   if (blocks_.empty() || blocks_.back().used + bytes > blocks_.back().capacity) {
     Block b;
     b.capacity = std::max(bytes + kAlign, kMinBlock);
-    b.memory = std::make_unique<std::byte[]>(b.capacity);
+    b.memory = std::make_unique_for_overwrite<std::byte[]>(b.capacity);
     blocks_.push_back(std::move(b));
   }
   Block& b = blocks_.back();
@@ -33,7 +33,7 @@ void Arena::reset() {
     blocks_.clear();
     Block b;
     b.capacity = high_water_ + kAlign;
-    b.memory = std::make_unique<std::byte[]>(b.capacity);
+    b.memory = std::make_unique_for_overwrite<std::byte[]>(b.capacity);
     blocks_.push_back(std::move(b));
   }
   for (Block& b : blocks_) b.used = 0;

@@ -3,6 +3,7 @@
 // the arena; reset() at the start of each step releases everything at once. The first step discovers how
 // much is needed; after that the arena is one block and the hot loop performs no heap allocation.
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -25,6 +26,19 @@ class Arena {
     T* p = alloc<T>(n);
     std::memset(static_cast<void*>(p), 0, n * sizeof(T));
     return p;
+  }
+
+  // A position in the arena. release(mark) frees everything allocated after mark() — backward passes use it
+  // to drop one block's temporaries before the next block's backward runs.
+  struct Mark {
+    size_t block_count, used, in_use;
+  };
+  Mark mark() const { return {blocks_.size(), blocks_.empty() ? 0 : blocks_.back().used, in_use_}; }
+  void release(const Mark& m) {
+    blocks_.resize(std::max<size_t>(m.block_count, 1));  // blocks added since the mark (first step only)
+    if (m.block_count > 0) blocks_.back().used = m.used;
+    else if (!blocks_.empty()) blocks_.back().used = 0;
+    in_use_ = m.in_use;
   }
 
   // Frees everything handed out since the last reset. If the last step overflowed into extra blocks,

@@ -4,13 +4,13 @@
 //   C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C
 // lda/ldb/ldc are row strides, which lets callers write q, k, v straight into columns of one buffer.
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 namespace canonlab {
 
 inline void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-              alpha, A, lda, B, ldb, beta, C, ldc);
+  dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 inline void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda,
                  const double* B, int ldb, double beta, double* C, int ldc) {

@@ -62,9 +62,13 @@ class Attention final : public SequenceMixer<T> {
       xk_ = xs;
     }
     qkv_proj_ = ctx.arena.template alloc<T>(size_t(N) * C3);  // (B, T, 3C) = [q | k | v]
-    q_proj_->forward(qkv_proj_, C3, x, C_, N);
-    k_proj_->forward(qkv_proj_ + C_, C3, xk_, C_, N);
-    v_proj_->forward(qkv_proj_ + 2 * C_, C3, x, C_, N);
+    if (fused_qkv()) {
+      linear_forward(qkv_proj_, C3, x, C_, q_proj_->weight().value(), static_cast<const T*>(nullptr), N, C_, C3);
+    } else {
+      q_proj_->forward(qkv_proj_, C3, x, C_, N);
+      k_proj_->forward(qkv_proj_ + C_, C3, xk_, C_, N);
+      v_proj_->forward(qkv_proj_ + 2 * C_, C3, x, C_, N);
+    }
     qkv_canon_ = qkv_proj_;
     if (canon_b_) {
       qkv_canon_ = ctx.arena.template alloc<T>(size_t(N) * C3);
@@ -124,6 +128,11 @@ class Attention final : public SequenceMixer<T> {
       dqkv_proj = ctx.arena.template alloc<T>(size_t(N) * C3);
       canon_b_->backward(ctx, dqkv_proj, dqkv, B, Tn);
     }
+    if (fused_qkv()) {
+      linear_backward(dx, C_, q_proj_->weight().grad(), static_cast<T*>(nullptr), dqkv_proj, C3, x_, C_,
+                      q_proj_->weight().value(), N, C_, C3);
+      return;
+    }
     // x feeds q and v directly, and k through the key shift.
     T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
     q_proj_->backward(dx, C_, dqkv_proj, C3, x_, C_, N);
@@ -141,6 +150,10 @@ class Attention final : public SequenceMixer<T> {
 
  private:
   T scale() const { return T(1.0 / std::sqrt(double(D_))); }
+  // Without a key shift q, k and v read the same input: one GEMM against the contiguous (3C, C) weights.
+  bool fused_qkv() const {
+    return key_shift_ == 0 && q_proj_->followed_in_memory_by(*k_proj_) && k_proj_->followed_in_memory_by(*v_proj_);
+  }
 
   // xs[t] = x[t] + x[t - o] per sequence.  x, xs: (B, T, C)
   void shift_add(T* xs, const T* x, int B, int Tn, int o) const {

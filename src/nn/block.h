@@ -62,6 +62,7 @@ class Block {
   void backward(StepContext<T>& ctx, T* dx, const T* dout, int B, int Tn) {
     const size_t n = size_t(B) * Tn * C_;
     Arena& a = ctx.arena;
+    const Arena::Mark temporaries = a.mark();
     T* dh2c = a.template alloc<T>(n);
     mlp_->backward(ctx, dh2c, dout, B, Tn);
     T* dh2 = dh2c;
@@ -81,6 +82,7 @@ class Block {
     }
     attn_norm_->backward(dx, dh1, B * Tn);
     for (size_t i = 0; i < n; i++) dx[i] += dx_mid[i];
+    a.release(temporaries);
   }
 
  private:

@@ -23,7 +23,7 @@ template <class T>
 struct StepContext {
   Arena& arena;
   // Called by every attention layer after its softmax: probs (B, H, T, T).
-  std::function<void(int layer, const T* probs, int B, int H, int Tn)> on_attention_probs;
+  std::function<void(int layer, const T* probs, int B, int H, int Tn)> on_attention_probs = {};
   ActivationTrace<T>* trace = nullptr;
 
   void record(const std::string& module, const T* data, size_t count) {

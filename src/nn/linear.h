@@ -29,6 +29,13 @@ class Linear {
                     in_, out_);
   }
 
+  // Projections registered one after another without biases share one (sum of outs, in) weight block, so
+  // they can run as a single wider GEMM (q|k|v, gate|up). True when `next` directly follows this one.
+  bool followed_in_memory_by(const Linear& next) const {
+    return !bias_ && !next.bias_ && in_ == next.in_ && weight_.value() + size_t(out_) * in_ == next.weight_.value();
+  }
+  bool has_bias() const { return bias_.has_value(); }
+
   int in_features() const { return in_; }
   int out_features() const { return out_; }
   const Param<T>& weight() const { return weight_; }

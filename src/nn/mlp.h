@@ -35,7 +35,10 @@ class Mlp {
     const int N = B * Tn;
     h_ = h;
     up_ = ctx.arena.template alloc<T>(size_t(N) * width_);
-    if (kind_ == MlpKind::swiglu) {
+    if (kind_ == MlpKind::swiglu && gate_proj_->followed_in_memory_by(*up_proj_)) {
+      // gate and up weights are one contiguous (2 * hidden, C) block: a single GEMM
+      linear_forward(up_, width_, h, C_, gate_proj_->weight().value(), static_cast<const T*>(nullptr), N, C_, width_);
+    } else if (kind_ == MlpKind::swiglu) {
       gate_proj_->forward(up_, width_, h, C_, N);
       up_proj_->forward(up_ + hidden_, width_, h, C_, N);
     } else {
@@ -74,7 +77,10 @@ class Mlp {
       dup = ctx.arena.template alloc<T>(size_t(N) * width_);
       canon_d_->backward(ctx, dup, dpre, B, Tn);
     }
-    if (kind_ == MlpKind::swiglu) {
+    if (kind_ == MlpKind::swiglu && gate_proj_->followed_in_memory_by(*up_proj_)) {
+      linear_backward(dh, C_, gate_proj_->weight().grad(), static_cast<T*>(nullptr), dup, width_, h_, C_,
+                      gate_proj_->weight().value(), N, C_, width_);
+    } else if (kind_ == MlpKind::swiglu) {
       T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
       gate_proj_->backward(dh, C_, dup, width_, h_, C_, N);
       up_proj_->backward(dtmp, C_, dup + hidden_, width_, h_, C_, N);

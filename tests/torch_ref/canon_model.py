@@ -71,6 +71,38 @@ def apply_set(cfg: dict, assignment: str) -> dict:
     return deep_merge(cfg, over)
 
 
+def _canon_alias(doc: dict) -> dict:
+    """`canon_config:` (top level or under model) is an alias of model.canon."""
+    doc = copy.deepcopy(doc)
+    for holder in (doc, doc.get("model") if isinstance(doc.get("model"), dict) else None):
+        if holder is not None and "canon_config" in holder:
+            doc = deep_merge(doc, {"model": {"canon": holder.pop("canon_config")}})
+    return doc
+
+
+def load_yaml_config(path: str, sets=()) -> dict:
+    """A config file as canonlab reads it: its `base:` chain (paths relative to the file) applied first,
+    then the file's own keys, then the `--set key=value` overrides. Not resolved (see resolve_config)."""
+    import os
+
+    import yaml
+
+    def load(p, chain):
+        p = os.path.realpath(p)
+        if p in chain:
+            raise ValueError(f"config base cycle: {' -> '.join(chain + [p])}")
+        with open(p) as fh:
+            doc = yaml.safe_load(fh) or {}
+        base = doc.pop("base", None)
+        cfg = load(os.path.join(os.path.dirname(p), base), chain + [p]) if base else {}
+        return deep_merge(cfg, _canon_alias(doc))
+
+    cfg = load(path, [])
+    for s in sets:
+        cfg = apply_set(cfg, s)
+    return cfg
+
+
 def seq_len(task: dict) -> int:
     """Copy task: [BOS] r1..rn r1..rn, T = 2n + 1 tokens."""
     return 2 * int(task["n_symbols"]) + 1

@@ -63,8 +63,11 @@ BASE = {
               "weight_decay": 0.1, "decay_on": ["linear", "embedding"]},
 }
 
+SELFCHECK = "reference_selfcheck"  # first-principles checks of the reference itself (selfcheck_reference.py)
+
 # name -> overrides of BASE (nested like the config)
 CASES = {
+    SELFCHECK: None,
     "nope_canon_ABCD": {"model": {"attention": {"position": "nope"}, "canon": {"set": "ABCD"}}},
     "nope_canon_ABCD_variants": {"model": {"attention": {"position": "nope"}, "canon": {
         "set": "ABCD", "kernel_size": 3, "groups": 4, "activation": "silu", "norm": "layernorm",
@@ -151,8 +154,23 @@ def check_config(written, resolved):
     return Check("config", None, None, None, not bad, "; ".join(bad))
 
 
+def run_selfcheck():
+    import selfcheck_reference as sc
+
+    checks = []
+    for fn in sc.CHECKS:
+        try:
+            fn()
+            checks.append(Check(fn.__name__, None, None, None, True))
+        except Exception as e:  # noqa: BLE001
+            checks.append(Check(fn.__name__, None, None, None, False, f"{type(e).__name__}: {e}"))
+    return all(c.ok for c in checks), checks, ""
+
+
 def run_case(name, overrides, args):
     """Returns (ok, checks, error_text)."""
+    if name == SELFCHECK:
+        return run_selfcheck()
     cdir = os.path.join(args.workdir, name)
     out = os.path.join(cdir, "dump")
     os.makedirs(cdir, exist_ok=True)
@@ -276,6 +294,10 @@ def main():
         print(f"0 passed, {len(names)} failed")
         return 1
 
+    print("columns: max|torch| = largest magnitude in the PyTorch result; rel err = max abs err / max|torch|;\n"
+          f"err/tol = worst ratio of error to allowed error, <= 1 passes. Allowed: logits {LOGITS_ATOL:g} + "
+          f"{LOGITS_RTOL:g}|x| elementwise; loss {LOSS_RTOL:g} rel; grads {GRAD_ATOL:g} + {GRAD_RTOL:g} max|g|; "
+          f"trajectory {TRAJ_RTOL:g} rel ({TRAJ_RTOL_SIGN_STE:g} with sign_ste)")
     results = []
     for name in names:
         t0 = time.time()

@@ -1,10 +1,12 @@
 #pragma once
-// Finite-difference gradient check in double.
+// Finite-difference gradient check in double (namespace canonlab::test).
 //
 //   std::vector<double> x = ..., dx = ...;               // inputs and the analytic gradient of loss at x
 //   auto loss = [&] { return some_scalar_of(x); };      // must read x afresh on every call
-//   GradcheckResult r = gradcheck(loss, x.data(), x.size(), dx.data());
+//   test::GradcheckResult r = test::gradcheck(loss, x.data(), x.size(), dx.data());
 //   EXPECT_TRUE(r.ok) << r.message;
+//
+// Options (GradcheckOptions): eps (1e-6), rtol (1e-5), atol (1e-7), max_points (0 = every index).
 //
 // Each x[i] is nudged by ±eps in place (and restored) and the central difference
 // (loss(x + eps) − loss(x − eps)) / 2eps is compared with analytic[i]. An index passes when
@@ -40,7 +42,7 @@ struct GradcheckResult {
   double analytic = 0, numeric = 0;  // at worst_index
   double worst_ratio = 0;            // |analytic − numeric| / tolerance at worst_index; > 1 fails
   size_t checked = 0;
-  std::string message;               // one line describing worst_index, for EXPECT_TRUE(r.ok) << r.message
+  std::string message;  // one line describing worst_index, for EXPECT_TRUE(r.ok) << r.message
 };
 
 inline GradcheckResult gradcheck(const std::function<double()>& loss, double* x, size_t n, const double* analytic,

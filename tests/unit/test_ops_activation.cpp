@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/activation/activation.h"
@@ -35,7 +36,7 @@ void check_values(Fwd f, double (*ref)(double), const char* name) {
   }
 }
 
-TEST(Activation, ForwardValues) {
+TEST(OpsActivation, ForwardValues) {
   check_values(gelu_forward<float>, gelu_ref, "gelu");
   check_values(silu_forward<float>, silu_ref, "silu");
   check_values(relu2_forward<float>, relu2_ref, "relu2");
@@ -63,7 +64,7 @@ void check_grad(FwdD f, BwdD b, const char* name, size_t n) {
   EXPECT_TRUE(g.ok) << name << " n=" << n << " " << g.message;
 }
 
-TEST(Activation, BackwardsMatchFiniteDifferences) {
+TEST(OpsActivation, BackwardsMatchFiniteDifferences) {
   for (size_t n : {size_t(64), size_t(40000)}) {
     check_grad(gelu_forward<double>, gelu_backward<double>, "gelu", n);
     check_grad(silu_forward<double>, silu_backward<double>, "silu", n);
@@ -72,21 +73,27 @@ TEST(Activation, BackwardsMatchFiniteDifferences) {
   }
 }
 
-TEST(Activation, SiluIsFiniteAtExtremes) {
+TEST(OpsActivation, FiniteAndSaturatedAtExtremes) {
   const float x[4] = {-200.f, -88.f, 88.f, 200.f};
-  float y[4], dx[4];
   const float dy[4] = {1, 1, 1, 1};
-  silu_forward(y, x, 4);
-  silu_backward(dx, dy, x, 4);
-  for (int i = 0; i < 4; i++) {
-    EXPECT_TRUE(std::isfinite(y[i])) << x[i];
-    EXPECT_TRUE(std::isfinite(dx[i])) << x[i];
+  float y[4], dx[4];
+  using Bwd = void (*)(float*, const float*, const float*, size_t);
+  for (auto [fwd, bwd] : {std::pair<Fwd, Bwd>{silu_forward<float>, silu_backward<float>},
+                          std::pair<Fwd, Bwd>{gelu_forward<float>, gelu_backward<float>}}) {
+    fwd(y, x, 4);
+    bwd(dx, dy, x, 4);
+    for (int i = 0; i < 4; i++) {
+      EXPECT_TRUE(std::isfinite(y[i])) << x[i];
+      EXPECT_TRUE(std::isfinite(dx[i])) << x[i];
+    }
+    EXPECT_NEAR(y[0], 0.f, 1e-30);
+    EXPECT_FLOAT_EQ(y[3], 200.f);
+    EXPECT_NEAR(dx[0], 0.f, 1e-30);
+    EXPECT_FLOAT_EQ(dx[3], 1.f);
   }
-  EXPECT_FLOAT_EQ(y[3], 200.f);
-  EXPECT_FLOAT_EQ(dx[3], 1.f);
 }
 
-TEST(Activation, SwigluValuesAndGradient) {
+TEST(OpsActivation, SwigluValuesAndGradient) {
   const int N = 5, Hd = 7;
   auto gu = random_vector((size_t)N * 2 * Hd, 4, -3, 3), r = random_vector((size_t)N * Hd, 5);
   std::vector<double> y((size_t)N * Hd);
@@ -104,7 +111,7 @@ TEST(Activation, SwigluValuesAndGradient) {
   EXPECT_TRUE(g.ok) << g.message;
 }
 
-TEST(Activation, SignForward) {
+TEST(OpsActivation, SignForward) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float x[8] = {0.f, -0.f, 1e-30f, -1e-30f, 3.f, -2.5f, std::numeric_limits<float>::infinity(), nan};
   float y[8];
@@ -125,7 +132,7 @@ TEST(Activation, SignForward) {
   for (size_t i = 0; i < big.size(); i++) ASSERT_EQ(yb[i], big[i] >= 0 ? 1.f : -1.f);
 }
 
-TEST(Activation, SignSteBackward) {
+TEST(OpsActivation, SignSteBackward) {
   const float x[6] = {0.f, 0.5f, -1.f, 1.f, 1.0001f, -7.f};
   const float dy[6] = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
   float dx[6];

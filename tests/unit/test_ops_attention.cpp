@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <ostream>
 #include <vector>
 
 #include "engine/ops/attention/fast.h"
@@ -20,10 +21,14 @@ struct AttnCase {
   int B, Tn, H, D, pad;  // q/k/v live in (B·Tn, 3C + pad) and dq/dk/dv in (B·Tn, 3C + pad + 1)
   bool alibi;
 };
+std::ostream& operator<<(std::ostream& os, const AttnCase& c) {
+  return os << "B=" << c.B << " Tn=" << c.Tn << " H=" << c.H << " D=" << c.D << " pad=" << c.pad
+            << " alibi=" << c.alibi;
+}
 
-class AttentionFastVsNaive : public ::testing::TestWithParam<AttnCase> {};
+class OpsAttentionFastVsNaive : public ::testing::TestWithParam<AttnCase> {};
 
-TEST_P(AttentionFastVsNaive, MatchesInFloat) {
+TEST_P(OpsAttentionFastVsNaive, MatchesInFloat) {
   const auto p = GetParam();
   const int C = p.H * p.D, ld = 3 * C + p.pad, ldd = 3 * C + p.pad + 1;
   const size_t rows = (size_t)p.B * p.Tn;
@@ -71,13 +76,14 @@ TEST_P(AttentionFastVsNaive, MatchesInFloat) {
         b.push_back(d2[r * ldd + which * C + col]);
       }
     c = compare(a.data(), b.data(), a.size(), 1e-4, 2e-6);
-    EXPECT_TRUE(c.ok) << "d" << "qkv"[which] << " " << c.message;
+    EXPECT_TRUE(c.ok) << "d"
+                      << "qkv"[which] << " " << c.message;
   }
   for (size_t r = 0; r < rows; r++)
     for (int col = 3 * C; col < ldd; col++) ASSERT_EQ(d1[r * ldd + col], 7.f) << "padding written";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFastVsNaive,
+INSTANTIATE_TEST_SUITE_P(Shapes, OpsAttentionFastVsNaive,
                          ::testing::Values(AttnCase{1, 1, 1, 4, 0, false}, AttnCase{2, 5, 2, 3, 1, true},
                                            AttnCase{3, 37, 2, 8, 0, false}, AttnCase{3, 37, 2, 8, 3, true},
                                            AttnCase{2, 64, 1, 16, 0, true}, AttnCase{2, 65, 3, 16, 2, false},
@@ -98,8 +104,8 @@ void gradcheck_attention(int B, int Tn, int H, int D, bool alibi, size_t max_poi
       attention_forward(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld, sp, B, Tn, H, D,
                         scale);
     else
-      attention_forward_naive(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld, sp, B, Tn, H,
-                              D, scale);
+      attention_forward_naive(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld, sp, B, Tn, H, D,
+                              scale);
     return test::dot(out, r);
   };
   loss();
@@ -116,11 +122,11 @@ void gradcheck_attention(int B, int Tn, int H, int D, bool alibi, size_t max_poi
   EXPECT_TRUE(g.ok) << g.message;
 }
 
-TEST(Attention, GradcheckNaive) {
+TEST(OpsAttention, GradcheckNaive) {
   gradcheck_attention<false>(2, 7, 2, 3, false, 0);
   gradcheck_attention<false>(2, 7, 3, 2, true, 0);
 }
-TEST(Attention, GradcheckFast) {
+TEST(OpsAttention, GradcheckFast) {
   // The fast path is already pinned to naive in float; samples keep its many threaded calls cheap.
   gradcheck_attention<true>(2, 7, 2, 3, false, 80);
   gradcheck_attention<true>(2, 7, 3, 2, true, 80);
@@ -128,7 +134,7 @@ TEST(Attention, GradcheckFast) {
   gradcheck_attention<true>(1, 70, 2, 3, true, 150);
 }
 
-TEST(Attention, AlibiPenalisesDistance) {
+TEST(OpsAttention, AlibiPenalisesDistance) {
   // q = 0 makes every score equal without ALiBi; with slope m, p[t, s] ∝ exp(−m (t − s))
   const int Tn = 4, H = 1, D = 2, C = 2;
   std::vector<float> qkv(Tn * 3 * C, 0.f);

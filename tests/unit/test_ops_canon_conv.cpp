@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <ostream>
 #include <vector>
 
 #include "engine/ops/canon_conv/fast.h"
@@ -19,10 +21,13 @@ using test::random_vector;
 struct ConvCase {
   int B, Tn, C, K, G;
 };
+std::ostream& operator<<(std::ostream& os, const ConvCase& c) {
+  return os << "B=" << c.B << " Tn=" << c.Tn << " C=" << c.C << " K=" << c.K << " G=" << c.G;
+}
 
-class CanonConvFastVsNaive : public ::testing::TestWithParam<ConvCase> {};
+class OpsCanonConvFastVsNaive : public ::testing::TestWithParam<ConvCase> {};
 
-TEST_P(CanonConvFastVsNaive, MatchesInFloat) {
+TEST_P(OpsCanonConvFastVsNaive, MatchesInFloat) {
   const auto p = GetParam();
   const size_t n = (size_t)p.B * p.Tn * p.C, nw = (size_t)p.C * (p.C / p.G) * p.K;
   auto in = random_vector<float>(n, 1), w = random_vector<float>(nw, 2), dout = random_vector<float>(n, 3);
@@ -30,28 +35,33 @@ TEST_P(CanonConvFastVsNaive, MatchesInFloat) {
   auto dw1 = random_vector<float>(nw, 4), dw2 = dw1;
   canon_conv_forward(out1.data(), in.data(), w.data(), p.B, p.Tn, p.C, p.K, p.G);
   canon_conv_forward_naive(out2.data(), in.data(), w.data(), p.B, p.Tn, p.C, p.K, p.G);
-  auto c = compare(out1.data(), out2.data(), n, 1e-5, 1e-6);
+  // each output sums (C/G)·K float products: allow float rounding that grows with that count
+  const double atol = 1e-6 * std::max(1.0, (p.C / p.G) * p.K / 8.0);
+  auto c = compare(out1.data(), out2.data(), n, 1e-5, atol);
   EXPECT_TRUE(c.ok) << "out " << c.message;
   canon_conv_backward(din1.data(), dw1.data(), dout.data(), in.data(), w.data(), p.B, p.Tn, p.C, p.K, p.G);
   canon_conv_backward_naive(din2.data(), dw2.data(), dout.data(), in.data(), w.data(), p.B, p.Tn, p.C, p.K, p.G);
-  c = compare(din1.data(), din2.data(), n, 1e-5, 1e-6);
+  c = compare(din1.data(), din2.data(), n, 1e-5, atol);
   EXPECT_TRUE(c.ok) << "din " << c.message;
-  c = compare(dw1.data(), dw2.data(), nw, 1e-5, 1e-6);
+  // dweight sums B·Tn products; the fast path sums each sequence in float, like a BLAS reduction would
+  c = compare(dw1.data(), dw2.data(), nw, 1e-5, 1e-5);
   EXPECT_TRUE(c.ok) << "dweight " << c.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CanonConvFastVsNaive,
-    ::testing::Values(
-        // depthwise (G == C), the Canon case; C = 80 leaves a partial 64-channel tile
-        ConvCase{2, 37, 16, 4, 16}, ConvCase{3, 70, 80, 4, 80}, ConvCase{2, 3, 8, 4, 8}, ConvCase{2, 1, 8, 2, 8},
-        ConvCase{2, 37, 16, 1, 16}, ConvCase{2, 37, 16, 2, 16}, ConvCase{2, 130, 24, 5, 24},
-        ConvCase{1, 20, 8, 9, 8},
-        // grouped (G = C/4) and dense (G = 1)
-        ConvCase{2, 37, 16, 4, 4}, ConvCase{2, 37, 16, 1, 4}, ConvCase{2, 70, 16, 2, 4}, ConvCase{2, 37, 12, 4, 1},
-        ConvCase{2, 37, 12, 1, 1}, ConvCase{1, 20, 40, 5, 1}, ConvCase{2, 3, 8, 4, 2}));
+INSTANTIATE_TEST_SUITE_P(Shapes, OpsCanonConvFastVsNaive,
+                         ::testing::Values(
+                             // depthwise (G == C), the Canon case; C = 80 leaves a partial 64-channel tile
+                             ConvCase{2, 37, 16, 4, 16}, ConvCase{3, 70, 80, 4, 80}, ConvCase{2, 3, 8, 4, 8},
+                             ConvCase{2, 1, 8, 2, 8}, ConvCase{2, 37, 16, 1, 16}, ConvCase{2, 37, 16, 2, 16},
+                             ConvCase{2, 130, 24, 5, 24}, ConvCase{1, 20, 8, 9, 8},
+                             // grouped (G = C/4) and dense (G = 1)
+                             ConvCase{2, 37, 16, 4, 4}, ConvCase{2, 37, 16, 1, 4}, ConvCase{2, 70, 16, 2, 4},
+                             ConvCase{2, 37, 12, 4, 1}, ConvCase{2, 37, 12, 1, 1}, ConvCase{1, 20, 40, 5, 1},
+                             ConvCase{2, 3, 8, 4, 2},
+                             // groups wider than the 16/32-channel weight tiles
+                             ConvCase{2, 70, 80, 4, 2}, ConvCase{1, 9, 64, 4, 1}));
 
-TEST(CanonConv, DepthwiseHandComputed) {
+TEST(OpsCanonConv, DepthwiseHandComputed) {
   // C = 1, K = 3, weight (w0, w1, w2): out[t] = w0 in[t−2] + w1 in[t−1] + w2 in[t]
   const float in[4] = {1, 2, 3, 4}, w[3] = {0.5f, -1.f, 2.f};
   float out[4];
@@ -73,7 +83,13 @@ TEST(CanonConv, DepthwiseHandComputed) {
   EXPECT_FLOAT_EQ(dw[2], 1.f + 4.f);
 }
 
-TEST(CanonConv, DweightDoesNotDependOnThreadCount) {
+TEST(OpsCanonConv, RejectsGroupsThatDoNotDivideChannels) {
+  std::vector<float> x(2 * 6), w(6 * 6 * 2);
+  EXPECT_THROW(canon_conv_forward(x.data(), x.data(), w.data(), 1, 2, 6, 2, 4), Error);
+  EXPECT_THROW(canon_conv_backward(x.data(), w.data(), x.data(), x.data(), w.data(), 1, 2, 6, 2, 0), Error);
+}
+
+TEST(OpsCanonConv, DweightDoesNotDependOnThreadCount) {
   const int saved = omp_get_max_threads();
   for (int G : {48, 12, 1}) {
     const int B = 3, Tn = 50, C = 48, K = 4;
@@ -119,14 +135,14 @@ void gradcheck_conv(int B, int Tn, int C, int K, int G) {
   EXPECT_TRUE(g.ok) << "dweight (C " << C << " K " << K << " G " << G << ") " << g.message;
 }
 
-TEST(CanonConv, GradcheckNaive) {
+TEST(OpsCanonConv, GradcheckNaive) {
   for (int K : {1, 2, 4}) {
     gradcheck_conv<false>(2, 6, 8, K, 8);
     gradcheck_conv<false>(2, 6, 8, K, 2);
     gradcheck_conv<false>(2, 6, 8, K, 1);
   }
 }
-TEST(CanonConv, GradcheckFast) {
+TEST(OpsCanonConv, GradcheckFast) {
   for (int K : {1, 2, 4}) {
     gradcheck_conv<true>(2, 6, 8, K, 8);
     gradcheck_conv<true>(2, 6, 8, K, 2);

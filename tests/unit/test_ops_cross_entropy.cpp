@@ -10,7 +10,7 @@
 namespace canonlab {
 namespace {
 
-TEST(CrossEntropy, HandComputed) {
+TEST(OpsCrossEntropy, HandComputed) {
   // row 0: logits (1, 2, 3), target 2: loss = log(e + e² + e³) − 3; softmax = (0.0900…, 0.2447…, 0.6652…)
   // row 1: logits (0.5, −1, 2, 0), target 0
   const float logits[7] = {1, 2, 3, 0.5f, -1, 2, 0};
@@ -34,7 +34,7 @@ TEST(CrossEntropy, HandComputed) {
   EXPECT_NEAR(d1[3], 0.5 * 0.09610157419009721, 1e-6);
 }
 
-TEST(CrossEntropy, GradcheckAndRowsIndependent) {
+TEST(OpsCrossEntropy, GradcheckAndRowsIndependent) {
   const int N = 6, V = 11;
   auto logits = test::random_vector((size_t)N * V, 1, -3, 3), dl = test::random_vector(N, 2);
   std::vector<int> targets = {0, 10, 3, 3, 7, 1};
@@ -55,7 +55,7 @@ TEST(CrossEntropy, GradcheckAndRowsIndependent) {
   }
 }
 
-TEST(CrossEntropy, ThreadedRowsMatchTheFormula) {
+TEST(OpsCrossEntropy, ThreadedRowsMatchTheFormula) {
   const int N = 40, V = 1001;  // big enough for the threaded loop
   auto logits = test::random_vector<float>((size_t)N * V, 3, -5, 5);
   std::vector<int> targets(N);
@@ -72,7 +72,7 @@ TEST(CrossEntropy, ThreadedRowsMatchTheFormula) {
   }
 }
 
-TEST(CrossEntropy, LargeLogitsStayFinite) {
+TEST(OpsCrossEntropy, LargeLogitsStayFinite) {
   const float logits[3] = {1000.f, 1001.f, -1000.f};
   const int t = 0;
   float loss, d[3];
@@ -84,7 +84,7 @@ TEST(CrossEntropy, LargeLogitsStayFinite) {
   EXPECT_NEAR(d[2], 0.f, 1e-30);
 }
 
-TEST(CrossEntropy, RejectsTargetOutsideVocabulary) {
+TEST(OpsCrossEntropy, RejectsTargetOutsideVocabulary) {
   const float logits[3] = {0, 0, 0};
   float loss;
   const int bad = 3, neg = -1;

@@ -11,7 +11,7 @@
 namespace canonlab {
 namespace {
 
-TEST(Embedding, ForwardGathersRows) {
+TEST(OpsEmbedding, ForwardGathersRows) {
   const int V = 5, C = 3;
   auto table = test::random_vector<float>(V * C, 1);
   const std::vector<int> tokens = {4, 0, 4, 2};
@@ -23,7 +23,7 @@ TEST(Embedding, ForwardGathersRows) {
     for (int c = 0; c < C; c++) EXPECT_EQ(out[n * C + c], table[tokens[n] * C + c]);
 }
 
-TEST(Embedding, BackwardAccumulatesRepeatedTokensIdenticallyForAnyThreadCount) {
+TEST(OpsEmbedding, BackwardAccumulatesRepeatedTokensIdenticallyForAnyThreadCount) {
   const int V = 7, C = 40, N = 500;  // C = 40 leaves a partial 16-column block
   std::vector<int> tokens(N);
   for (int n = 0; n < N; n++) tokens[n] = (n * n + 3) % V;

@@ -1,6 +1,7 @@
 // linear: fast (BLAS) against the naive loops in float, finite differences in double for both.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <vector>
 
 #include "engine/ops/linear/fast.h"
@@ -17,10 +18,14 @@ struct LinearShape {
   int N, IN, OUT, ldx_pad, ldy_pad;
   bool bias;
 };
+std::ostream& operator<<(std::ostream& os, const LinearShape& c) {
+  return os << "N=" << c.N << " IN=" << c.IN << " OUT=" << c.OUT << " ldx_pad=" << c.ldx_pad << " ldy_pad=" << c.ldy_pad
+            << " bias=" << c.bias;
+}
 
-class LinearFastVsNaive : public ::testing::TestWithParam<LinearShape> {};
+class OpsLinearFastVsNaive : public ::testing::TestWithParam<LinearShape> {};
 
-TEST_P(LinearFastVsNaive, ForwardAndBackwardMatchInFloat) {
+TEST_P(OpsLinearFastVsNaive, ForwardAndBackwardMatchInFloat) {
   const auto s = GetParam();
   const int ldx = s.IN + s.ldx_pad, ldy = s.OUT + s.ldy_pad;
   auto x = random_vector<float>((size_t)s.N * ldx, 1);
@@ -43,10 +48,9 @@ TEST_P(LinearFastVsNaive, ForwardAndBackwardMatchInFloat) {
   auto db_fast = random_vector<float>(s.OUT, 6), db_naive = db_fast;
   float* dbf = s.bias ? db_fast.data() : nullptr;
   float* dbn = s.bias ? db_naive.data() : nullptr;
-  linear_backward(dx_fast.data(), ldx, dw_fast.data(), dbf, dy.data(), ldy, x.data(), ldx, w.data(), s.N, s.IN,
-                  s.OUT);
-  linear_backward_naive(dx_naive.data(), ldx, dw_naive.data(), dbn, dy.data(), ldy, x.data(), ldx, w.data(), s.N,
-                        s.IN, s.OUT);
+  linear_backward(dx_fast.data(), ldx, dw_fast.data(), dbf, dy.data(), ldy, x.data(), ldx, w.data(), s.N, s.IN, s.OUT);
+  linear_backward_naive(dx_naive.data(), ldx, dw_naive.data(), dbn, dy.data(), ldy, x.data(), ldx, w.data(), s.N, s.IN,
+                        s.OUT);
   c = compare(dx_fast.data(), dx_naive.data(), dx_fast.size(), 1e-5, 1e-5);
   EXPECT_TRUE(c.ok) << "dx: " << c.message;
   c = compare(dw_fast.data(), dw_naive.data(), dw_fast.size(), 1e-5, 1e-5);
@@ -57,15 +61,16 @@ TEST_P(LinearFastVsNaive, ForwardAndBackwardMatchInFloat) {
     for (int i = s.IN; i < ldx; i++) ASSERT_EQ(dx_fast[(size_t)n * ldx + i], 7.f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, LinearFastVsNaive,
+INSTANTIATE_TEST_SUITE_P(Shapes, OpsLinearFastVsNaive,
                          ::testing::Values(LinearShape{1, 1, 1, 0, 0, true}, LinearShape{37, 19, 23, 0, 0, true},
                                            LinearShape{37, 19, 23, 5, 3, false},
                                            LinearShape{130, 64, 96, 128, 32, true},
                                            LinearShape{67, 128, 384, 0, 0, true}));
 
-TEST(Linear, BackwardSkipsNullDxAndDbAndAccumulatesDw) {
+TEST(OpsLinear, BackwardSkipsNullDxAndDbAndAccumulatesDw) {
   const int N = 9, IN = 5, OUT = 4;
-  auto x = random_vector<float>(N * IN, 1), w = random_vector<float>(OUT * IN, 2), dy = random_vector<float>(N * OUT, 3);
+  auto x = random_vector<float>(N * IN, 1), w = random_vector<float>(OUT * IN, 2),
+       dy = random_vector<float>(N * OUT, 3);
   std::vector<float> dw_once(OUT * IN, 0.f), dw_twice(OUT * IN, 0.f);
   linear_backward<float>(nullptr, IN, dw_once.data(), nullptr, dy.data(), OUT, x.data(), IN, w.data(), N, IN, OUT);
   linear_backward<float>(nullptr, IN, dw_twice.data(), nullptr, dy.data(), OUT, x.data(), IN, w.data(), N, IN, OUT);
@@ -110,8 +115,8 @@ void gradcheck_linear() {
   EXPECT_TRUE(g.ok) << "db " << g.message;
 }
 
-TEST(Linear, GradcheckNaive) { gradcheck_linear<false>(); }
-TEST(Linear, GradcheckFast) { gradcheck_linear<true>(); }
+TEST(OpsLinear, GradcheckNaive) { gradcheck_linear<false>(); }
+TEST(OpsLinear, GradcheckFast) { gradcheck_linear<true>(); }
 
 }  // namespace
 }  // namespace canonlab

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <ostream>
 #include <vector>
 
 #include "engine/ops/norm/fast.h"
@@ -19,10 +20,13 @@ struct NormCase {
   int N, C;
   bool scale, bias;
 };
+std::ostream& operator<<(std::ostream& os, const NormCase& c) {
+  return os << "N=" << c.N << " C=" << c.C << " scale=" << c.scale << " bias=" << c.bias;
+}
 
-class NormFastVsNaive : public ::testing::TestWithParam<NormCase> {};
+class OpsNormFastVsNaive : public ::testing::TestWithParam<NormCase> {};
 
-TEST_P(NormFastVsNaive, RmsnormMatchesInFloat) {
+TEST_P(OpsNormFastVsNaive, RmsnormMatchesInFloat) {
   const auto p = GetParam();
   const size_t n = (size_t)p.N * p.C;
   // an offset mean makes the norm's scale matter
@@ -45,7 +49,7 @@ TEST_P(NormFastVsNaive, RmsnormMatchesInFloat) {
   EXPECT_TRUE(c.ok) << "dw " << c.message;
 }
 
-TEST_P(NormFastVsNaive, LayernormMatchesInFloat) {
+TEST_P(OpsNormFastVsNaive, LayernormMatchesInFloat) {
   const auto p = GetParam();
   const size_t n = (size_t)p.N * p.C;
   auto x = random_vector<float>(n, 5, -1, 2), w = random_vector<float>(p.C, 6, 0.5, 1.5);
@@ -74,12 +78,12 @@ TEST_P(NormFastVsNaive, LayernormMatchesInFloat) {
   EXPECT_TRUE(c.ok) << "db " << c.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, NormFastVsNaive,
+INSTANTIATE_TEST_SUITE_P(Shapes, OpsNormFastVsNaive,
                          ::testing::Values(NormCase{1, 1, true, true}, NormCase{7, 13, true, true},
                                            NormCase{50, 37, false, false}, NormCase{50, 37, true, false},
                                            NormCase{33, 128, false, true}, NormCase{300, 130, true, true}));
 
-TEST(Norm, NullScaleLeavesDwUntouched) {
+TEST(OpsNorm, NullScaleLeavesDwUntouched) {
   const int N = 5, C = 6;
   auto x = random_vector<float>(N * C, 1), dy = random_vector<float>(N * C, 2);
   std::vector<float> y(N * C), m(N), r(N), dx(N * C), dw(C, 3.f), db(C, 0.f);
@@ -87,8 +91,8 @@ TEST(Norm, NullScaleLeavesDwUntouched) {
   rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), (const float*)nullptr, r.data(), N, C);
   for (float v : dw) EXPECT_EQ(v, 3.f);
   layernorm_forward(y.data(), m.data(), r.data(), x.data(), (const float*)nullptr, (const float*)nullptr, N, C, 1e-5f);
-  layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), (const float*)nullptr, m.data(), r.data(),
-                     N, C);
+  layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), (const float*)nullptr, m.data(), r.data(), N,
+                     C);
   for (float v : dw) EXPECT_EQ(v, 3.f);
   // db still receives the bias gradient: Σ_n dy
   for (int c = 0; c < C; c++) {
@@ -98,7 +102,7 @@ TEST(Norm, NullScaleLeavesDwUntouched) {
   }
 }
 
-TEST(Norm, ParameterGradientsDoNotDependOnThreadCount) {
+TEST(OpsNorm, ParameterGradientsDoNotDependOnThreadCount) {
   const int N = 257, C = 80;
   auto x = random_vector<float>(N * C, 1), dy = random_vector<float>(N * C, 2), w = random_vector<float>(C, 3);
   std::vector<float> y(N * C), m(N), r(N), dx(N * C);
@@ -164,8 +168,7 @@ void gradcheck_norms(bool scale) {
     if (Fast)
       layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), wp, mean.data(), rstd.data(), N, C);
     else
-      layernorm_backward_naive(dx.data(), dw.data(), db.data(), r.data(), x.data(), wp, mean.data(), rstd.data(), N,
-                               C);
+      layernorm_backward_naive(dx.data(), dw.data(), db.data(), r.data(), x.data(), wp, mean.data(), rstd.data(), N, C);
     auto g = test::gradcheck(loss, x.data(), x.size(), dx.data(), opt);
     EXPECT_TRUE(g.ok) << "layernorm dx " << g.message;
     if (scale) {
@@ -177,11 +180,11 @@ void gradcheck_norms(bool scale) {
   }
 }
 
-TEST(Norm, GradcheckNaive) {
+TEST(OpsNorm, GradcheckNaive) {
   gradcheck_norms<false>(true);
   gradcheck_norms<false>(false);
 }
-TEST(Norm, GradcheckFast) {
+TEST(OpsNorm, GradcheckFast) {
   gradcheck_norms<true>(true);
   gradcheck_norms<true>(false);
 }

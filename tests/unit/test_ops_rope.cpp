@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <complex>
+#include <ostream>
 #include <vector>
 
 #include "engine/ops/rope/rope.h"
@@ -18,8 +19,12 @@ using test::random_vector;
 struct RopeCase {
   int B, Tn, H, D, rope_dim, pad;
 };
+std::ostream& operator<<(std::ostream& os, const RopeCase& c) {
+  return os << "B=" << c.B << " Tn=" << c.Tn << " H=" << c.H << " D=" << c.D << " rope_dim=" << c.rope_dim
+            << " pad=" << c.pad;
+}
 
-class RopeShapes : public ::testing::TestWithParam<RopeCase> {};
+class OpsRopeShapes : public ::testing::TestWithParam<RopeCase> {};
 
 // Rotate-half as complex multiplication: z_i = x[i] + i·x[i + r/2] times e^{i t θ_i}.
 std::vector<double> rope_reference(const std::vector<double>& x, const RopeCase& p, double base) {
@@ -38,7 +43,7 @@ std::vector<double> rope_reference(const std::vector<double>& x, const RopeCase&
   return y;
 }
 
-TEST_P(RopeShapes, ForwardMatchesComplexRotationAndBackwardInverts) {
+TEST_P(OpsRopeShapes, ForwardMatchesComplexRotationAndBackwardInverts) {
   const auto p = GetParam();
   const int ld = p.H * p.D + p.pad;
   const size_t n = (size_t)p.B * p.Tn * ld;
@@ -66,12 +71,12 @@ TEST_P(RopeShapes, ForwardMatchesComplexRotationAndBackwardInverts) {
   EXPECT_TRUE(c.ok) << "backward(forward(x)) " << c.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RopeShapes,
+INSTANTIATE_TEST_SUITE_P(Shapes, OpsRopeShapes,
                          ::testing::Values(RopeCase{1, 1, 1, 2, 2, 0}, RopeCase{2, 37, 3, 16, 16, 0},
                                            RopeCase{2, 37, 3, 16, 8, 0}, RopeCase{3, 19, 2, 12, 4, 5},
                                            RopeCase{1, 70, 2, 96, 80, 7}, RopeCase{2, 5, 2, 8, 0, 3}));
 
-TEST(Rope, PositionZeroIsIdentityAndRotationPreservesNorm) {
+TEST(OpsRope, PositionZeroIsIdentityAndRotationPreservesNorm) {
   const int B = 1, Tn = 3, H = 1, D = 8;
   auto x = random_vector(Tn * D, 3);
   auto y = x;
@@ -90,7 +95,7 @@ TEST(Rope, PositionZeroIsIdentityAndRotationPreservesNorm) {
   EXPECT_NEAR(y[D + 4], x[D + 4] * std::cos(1.0) + x[D + 0] * std::sin(1.0), 1e-15);
 }
 
-TEST(Rope, BackwardIsTheGradientOfForward) {
+TEST(OpsRope, BackwardIsTheGradientOfForward) {
   const RopeCase p{2, 9, 2, 8, 6, 3};
   const int ld = p.H * p.D + p.pad;
   const size_t n = (size_t)p.B * p.Tn * ld;
@@ -107,7 +112,7 @@ TEST(Rope, BackwardIsTheGradientOfForward) {
   EXPECT_TRUE(g.ok) << g.message;
 }
 
-TEST(Rope, RejectsOddRopeDim) {
+TEST(OpsRope, RejectsOddRopeDim) {
   std::vector<float> x(8);
   EXPECT_THROW(rope_forward(x.data(), 8, 1, 1, 1, 8, 3, 10000.0), Error);
 }

@@ -248,6 +248,17 @@ TEST_F(SafetensorsTest, LayoutFollowsThePublicFormat) {
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(xxh64(data)));
   EXPECT_EQ(j["__metadata__"]["canonlab.data_checksum"], hex);
 
+  // Every header length gets padded (metadata values of 8 different lengths hit every remainder).
+  for (size_t k = 0; k < 8; k++) {
+    SafetensorsWriter wk;
+    wk.add_metadata("pad", std::string(k, 'x'));
+    wk.add("zeta", a, {3});
+    std::vector<std::byte> bk = wk.serialize();
+    uint64_t nk = le64(bk, 0);
+    EXPECT_EQ(nk % 8, 0u) << "metadata length " << k;
+    EXPECT_EQ(bk.size(), 8 + nk + 12);
+  }
+
   // Deterministic, and the atomic writer produces the same bytes.
   EXPECT_EQ(w.serialize(), bytes);
   std::string path = file("layout.safetensors");

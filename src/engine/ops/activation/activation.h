@@ -5,23 +5,28 @@
 #include <cmath>
 #include <cstddef>
 
+#include "engine/ops/vec_math.h"
+
 namespace canonlab {
 
 namespace activation_detail {
 constexpr size_t kParallelMin = 1 << 15;
 
+// vec_exp so that float loops vectorise (std::exp would keep them scalar, and cost as much as the GEMM that
+// produced the activations); for large |x| it saturates, which leaves σ at 0 or 1 to float precision.
 template <class T>
 inline T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+  return T(1) / (T(1) + vec_exp(-x));
 }
 }  // namespace activation_detail
 
-// exact GELU: y = x Φ(x) = x/2 (1 + erf(x/√2)); y, x: (n)
+// exact GELU: y = x Φ(x), Φ(x) = erfc(−x/√2)/2 (erfc rather than 1 + erf keeps Φ accurate for negative x,
+// where it is tiny); y, x: (n)
 template <class T>
 void gelu_forward(T* y, const T* x, size_t n) {
   const T inv_sqrt2 = T(0.70710678118654752440);
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
-  for (size_t i = 0; i < n; i++) y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2));
+  for (size_t i = 0; i < n; i++) y[i] = x[i] * (T(0.5) * vec_erfc(-x[i] * inv_sqrt2));
 }
 // dx = dy (Φ(x) + x φ(x))
 template <class T>
@@ -29,8 +34,8 @@ void gelu_backward(T* dx, const T* dy, const T* x, size_t n) {
   const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt2pi = T(0.39894228040143267794);
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) {
-    T cdf = T(0.5) * (T(1) + std::erf(x[i] * inv_sqrt2));
-    T pdf = inv_sqrt2pi * std::exp(T(-0.5) * x[i] * x[i]);
+    T cdf = T(0.5) * vec_erfc(-x[i] * inv_sqrt2);
+    T pdf = inv_sqrt2pi * vec_exp(T(-0.5) * x[i] * x[i]);
     dx[i] = dy[i] * (cdf + x[i] * pdf);
   }
 }

@@ -5,12 +5,14 @@
 //
 // The causal mask is exploited in blocks of kRowBlock query rows: rows [t0, t1) only see keys [0, t1), so
 // each GEMM stops at the block's diagonal and about half of the upper triangle is never computed.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <omp.h>
 
 #include "engine/blas.h"
+#include "engine/ops/vec_math.h"
 
 namespace canonlab {
 
@@ -26,8 +28,8 @@ inline size_t attention_scratch_size(int Tn, int threads) { return (size_t)threa
 // out: (B, Tn, H, D) contiguous; probs: (B, H, Tn, Tn), zeros above the diagonal;
 // q, k, v: (B, Tn, H, D) token rows of stride ld_qkv; alibi_slopes: (H) or nullptr
 template <class T>
-void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int ld_qkv, const T* alibi_slopes,
-                       int B, int Tn, int H, int D, T scale) {
+void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int ld_qkv, const T* alibi_slopes, int B,
+                       int Tn, int H, int D, T scale) {
   constexpr int TB = attention_detail::kRowBlock;
   const int C = H * D;
 #pragma omp parallel for schedule(static)
@@ -43,20 +45,14 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int
     for (int t0 = 0; t0 < Tn; t0 += TB) {
       const int t1 = std::min(t0 + TB, Tn), tb = t1 - t0;
       // S[t0:t1, 0:t1] = scale · Q[t0:t1] K[0:t1]^T, written straight into P
-      gemm(false, true, tb, t1, D, scale, Q + (size_t)t0 * ld_qkv, ld_qkv, K, ld_qkv, T(0), P + (size_t)t0 * Tn,
-           Tn);
+      gemm(false, true, tb, t1, D, scale, Q + (size_t)t0 * ld_qkv, ld_qkv, K, ld_qkv, T(0), P + (size_t)t0 * Tn, Tn);
       for (int t = t0; t < t1; t++) {
         T* pt = P + (size_t)t * Tn;
         if (alibi_slopes)
           for (int s = 0; s <= t; s++) pt[s] -= slope * T(t - s);
-        T mx = pt[0];
-        for (int s = 1; s <= t; s++) mx = std::max(mx, pt[s]);
-        T sum = 0;
-        for (int s = 0; s <= t; s++) {
-          pt[s] = std::exp(pt[s] - mx);
-          sum += pt[s];
-        }
-        const T inv = T(1) / sum;
+        const T mx = vec_max(pt, t + 1);
+        for (int s = 0; s <= t; s++) pt[s] = vec_exp(pt[s] - mx);
+        const T inv = T(1) / vec_sum(pt, t + 1);
         for (int s = 0; s <= t; s++) pt[s] *= inv;
         for (int s = t + 1; s < Tn; s++) pt[s] = T(0);
       }
@@ -94,8 +90,7 @@ void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T
         const T* pt = P + (size_t)t * Tn;
         T* dst = dS + (size_t)t * Tn;
         // softmax backward, with the score scale folded in: dS = scale · P ⊙ (dP − rowsum(dP ⊙ P))
-        T rowdot = 0;
-        for (int s = 0; s <= t; s++) rowdot += dst[s] * pt[s];
+        const T rowdot = vec_dot(dst, pt, t + 1);
         for (int s = 0; s <= t; s++) dst[s] = scale * pt[s] * (dst[s] - rowdot);
         // the transposed products below read these masked entries of the diagonal block
         for (int s = t + 1; s < t1; s++) dst[s] = T(0);

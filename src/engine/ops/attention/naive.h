@@ -54,9 +54,8 @@ void attention_forward_naive(T* out, T* probs, const T* q, const T* k, const T* 
 // dq, dk, dv: (B, Tn, H, D) token rows of stride ld_dqkv, written; dout: (B, Tn, H, D) contiguous;
 // probs: (B, H, Tn, Tn) from forward. scratch is accepted for signature parity with the fast path and unused.
 template <class T>
-void attention_backward_naive(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* probs, const T* q,
-                              const T* k, const T* v, int ld_qkv, int B, int Tn, int H, int D, T scale,
-                              T* scratch) {
+void attention_backward_naive(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* probs, const T* q, const T* k,
+                              const T* v, int ld_qkv, int B, int Tn, int H, int D, T scale, T* scratch) {
   (void)scratch;
   const size_t C = (size_t)H * D;
   // dk, dv gather contributions from every later query, so they are accumulated per (b, h) in double

@@ -41,8 +41,8 @@ void canon_conv_backward_naive(T* din, T* dweight, const T* dout, const T* in, c
           for (int i = 0; i < K; i++) {
             int t = s + (K - 1) - i;
             if (t >= Tn) continue;
-            acc += double(weight[((size_t)(g0 + cl) * cg + j) * K + i]) *
-                   double(dout[((size_t)b * Tn + t) * C + g0 + cl]);
+            acc +=
+                double(weight[((size_t)(g0 + cl) * cg + j) * K + i]) * double(dout[((size_t)b * Tn + t) * C + g0 + cl]);
           }
         din[((size_t)b * Tn + s) * C + ci] = T(acc);
       }

@@ -1,23 +1,28 @@
 #pragma once
 // Softmax cross entropy per row. Naive and fast are the same code: rows are independent, so threading over
-// them changes nothing numerically. The log-sum-exp is max-shifted and summed in double; backward recomputes
-// it rather than saving an (N) buffer, since one extra pass over a row is cheap next to the logits GEMM.
+// them changes nothing numerically. The log-sum-exp is max-shifted, with vectorised exponentials (vec_exp)
+// summed in double; backward recomputes it rather than saving an (N) buffer, since one more pass over a row
+// is cheap next to the logits GEMM.
 #include <cmath>
 #include <cstddef>
 #include <string>
 
 #include "engine/error.h"
+#include "engine/ops/vec_math.h"
 
 namespace canonlab {
 
 namespace cross_entropy_detail {
+// Row softmax statistics: max and Σ exp(x − max) (in double).
 template <class T>
-double row_logsumexp(const T* row, int V) {
-  T mx = row[0];
-  for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
-  double sum = 0;
-  for (int v = 0; v < V; v++) sum += double(std::exp(row[v] - mx));
-  return double(mx) + std::log(sum);
+struct RowStats {
+  T max;
+  double sum;
+};
+template <class T>
+RowStats<T> row_stats(const T* row, int V) {
+  const T mx = vec_max(row, V);
+  return {mx, vec_sum_exp(row, V, mx)};
 }
 
 // Below this many logits the fork/join costs more than the rows.
@@ -25,9 +30,8 @@ constexpr size_t kParallelMin = 1 << 15;
 
 inline void check_targets(const int* targets, int N, int V) {
   for (int n = 0; n < N; n++)
-    CANONLAB_CHECK(targets[n] >= 0 && targets[n] < V,
-                   "cross_entropy: target " + std::to_string(targets[n]) + " outside the vocabulary [0, " +
-                       std::to_string(V) + ")");
+    CANONLAB_CHECK(targets[n] >= 0 && targets[n] < V, "cross_entropy: target " + std::to_string(targets[n]) +
+                                                          " outside the vocabulary [0, " + std::to_string(V) + ")");
 }
 }  // namespace cross_entropy_detail
 
@@ -38,7 +42,8 @@ void cross_entropy_forward(T* losses, const T* logits, const int* targets, int N
 #pragma omp parallel for schedule(static) if ((size_t)N * V >= cross_entropy_detail::kParallelMin)
   for (int n = 0; n < N; n++) {
     const T* row = logits + (size_t)n * V;
-    losses[n] = T(cross_entropy_detail::row_logsumexp(row, V) - double(row[targets[n]]));
+    const auto st = cross_entropy_detail::row_stats(row, V);
+    losses[n] = T(double(st.max) + std::log(st.sum) - double(row[targets[n]]));
   }
 }
 
@@ -50,10 +55,10 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int* targets, con
   for (int n = 0; n < N; n++) {
     const T* row = logits + (size_t)n * V;
     T* drow = dlogits + (size_t)n * V;
-    const double lse = cross_entropy_detail::row_logsumexp(row, V);
-    const double dl = dlosses[n];
-    for (int v = 0; v < V; v++) drow[v] = T(std::exp(double(row[v]) - lse) * dl);
-    drow[targets[n]] -= T(dl);
+    const auto st = cross_entropy_detail::row_stats(row, V);
+    const T scale = T(double(dlosses[n]) / st.sum);
+    for (int v = 0; v < V; v++) drow[v] = vec_exp(row[v] - st.max) * scale;
+    drow[targets[n]] -= dlosses[n];
   }
 }
 

@@ -24,8 +24,8 @@ void linear_forward_naive(T* y, int ldy, const T* x, int ldx, const T* w, const 
 // dx: (N, IN) stride lddx, written (skipped if nullptr); dw: (OUT, IN) and db: (OUT) accumulated
 // (db skipped if nullptr); dy: (N, OUT) stride lddy
 template <class T>
-void linear_backward_naive(T* dx, int lddx, T* dw, T* db, const T* dy, int lddy, const T* x, int ldx, const T* w,
-                           int N, int IN, int OUT) {
+void linear_backward_naive(T* dx, int lddx, T* dw, T* db, const T* dy, int lddy, const T* x, int ldx, const T* w, int N,
+                           int IN, int OUT) {
   if (dx) {
     // dx = dy w
     for (int n = 0; n < N; n++) {

@@ -97,8 +97,8 @@ void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* 
 
 // dx: (N, C) written; dw: (C) accumulated when w and dw are non-null; db: (C) accumulated when non-null
 template <class T>
-void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
-                        int N, int C) {
+void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd, int N,
+                        int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* xn = x + (size_t)n * C;

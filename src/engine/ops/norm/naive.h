@@ -66,8 +66,8 @@ void layernorm_forward_naive(T* y, T* mean, T* rstd, const T* x, const T* w, con
 
 // dx: (N, C) written; dw: (C) accumulated when w and dw are non-null; db: (C) accumulated when non-null
 template <class T>
-void layernorm_backward_naive(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
-                              const T* rstd, int N, int C) {
+void layernorm_backward_naive(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
+                              int N, int C) {
   for (int n = 0; n < N; n++) {
     const T* xn = x + (size_t)n * C;
     const T* dyn = dy + (size_t)n * C;
