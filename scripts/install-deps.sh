@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages canonlab builds against (only those missing). Needs root or sudo.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libopenblas-openmp-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
           libgtest-dev libbenchmark-dev python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do

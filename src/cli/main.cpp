@@ -16,8 +16,8 @@
 #include "models/language_model.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
-#include "train/loss.h"
 #include "train/schedule.h"
+#include "train/step.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -94,33 +94,23 @@ int cmd_debug_dump(const std::string& config_path, const std::vector<std::string
     w.write_atomic(out + "/batch.safetensors");
   }
   Arena arena;
-  auto step = [&](bool write_reference) {
-    arena.reset();
-    StepContext<float> ctx{arena};
-    params.zero_grad();
-    const float* logits = model->forward(ctx, batch.tokens.data(), B, T);
-    LossResult<float> loss =
-        masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(), B * T, V, true);
-    model->backward(ctx, loss.dlogits, B, T);
-    if (write_reference) {
+  ActivationTrace<float> trace;
+  AdamWState opt;
+  const std::vector<uint8_t> decay = decay_mask(params, cfg.train.decay_on);
+  nlohmann::json losses = nlohmann::json::array();
+  for (int s = 0; s < 10; s++) {
+    const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, s);
+    if (s == 0) {
       SafetensorsWriter w;
-      const float loss_value = float(loss.loss);
-      w.add("logits", std::span<const float>(logits, size_t(B) * T * V), {B, T, V});
+      const float loss_value = float(fb.loss);
+      w.add("logits", std::span<const float>(fb.logits, size_t(B) * T * V), {B, T, V});
       w.add("loss", std::span<const float>(&loss_value, 1), {1});
       std::span<const float> grads = params.grads();
       for (const ParamInfo& p : params.infos()) w.add("grad." + p.name, grads.subspan(p.offset, p.numel), p.shape);
       w.write_atomic(out + "/reference.safetensors");
     }
-    return loss.loss;
-  };
-  AdamWState opt;
-  const std::vector<uint8_t> decay = decay_mask(params, cfg.train.decay_on);
-  nlohmann::json losses = nlohmann::json::array();
-  for (int s = 0; s < 10; s++) {
-    losses.push_back(step(s == 0));
-    const double norm = grad_global_norm<float>(params.grads());
-    clip_grad_norm<float>(params.grads(), norm, cfg.train.grad_clip);
-    adamw_step<float>(params.values(), params.grads(), opt, decay, cfg.train, learning_rate(cfg.train, s));
+    losses.push_back(fb.loss);
+    apply_update(params, opt, decay, cfg.train, learning_rate(cfg.train, s), s);
   }
   std::ofstream(out + "/trajectory.json") << nlohmann::json{{"losses", losses}}.dump(2) << "\n";
   std::cout << "wrote " << out << "\n";
@@ -137,24 +127,17 @@ int cmd_bench_step(const std::string& config_path, const std::vector<std::string
   auto task = make_task(cfg.task);
   auto model = build_model<float>(cfg.model, cfg.train.seed);
   ParameterStore<float>& params = model->params();
-  const int B = cfg.train.batch_size, T = task->seq_len(), V = model->vocab_size();
+  const int B = cfg.train.batch_size, T = task->seq_len();
   Batch batch = task->make_batch(B, cfg.train.data_seed, 0);
   Arena arena;
+  ActivationTrace<float> trace;
   AdamWState opt;
   const std::vector<uint8_t> decay = decay_mask(params, cfg.train.decay_on);
   std::vector<double> ms;
   for (int s = 0; s < warmup + steps; s++) {
     auto t0 = std::chrono::steady_clock::now();
-    arena.reset();
-    StepContext<float> ctx{arena};
-    params.zero_grad();
-    const float* logits = model->forward(ctx, batch.tokens.data(), B, T);
-    LossResult<float> loss =
-        masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(), B * T, V, true);
-    model->backward(ctx, loss.dlogits, B, T);
-    const double norm = grad_global_norm<float>(params.grads());
-    clip_grad_norm<float>(params.grads(), norm, cfg.train.grad_clip);
-    adamw_step<float>(params.values(), params.grads(), opt, decay, cfg.train, cfg.train.lr);
+    forward_backward(*model, arena, trace, batch, s);
+    apply_update(params, opt, decay, cfg.train, cfg.train.lr, s);
     auto t1 = std::chrono::steady_clock::now();
     if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }

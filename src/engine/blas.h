@@ -1,6 +1,7 @@
 #pragma once
-// Row-major GEMM over float and double through CBLAS, so the same module code runs in fp32 for training
-// and in fp64 for finite-difference gradient checks.
+// Row-major GEMM over float and double, so the same module code runs in fp32 for training and in fp64 for
+// finite-difference gradient checks. float goes through oneDNN (faster on our shapes, docs/blas-choice.md),
+// double through OpenBLAS (oneDNN has no double GEMM).
 //   C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C
 // lda/ldb/ldc are row strides, which lets callers write q, k, v straight into columns of one buffer.
 #include <cblas.h>

@@ -21,36 +21,13 @@
 #include "train/loss.h"
 #include "train/progress.h"
 #include "train/schedule.h"
+#include "train/step.h"
 
 namespace canonlab {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Finds the first module (in forward order) whose recorded output has a NaN or inf.
-std::string first_non_finite(const ActivationTrace<float>& trace) {
-  for (const auto& e : trace.entries)
-    for (size_t i = 0; i < e.count; i++)
-      if (!std::isfinite(e.data[i])) return *e.module;
-  return "";
-}
-
-std::string first_non_finite_grad(const ParameterStore<float>& params) {
-  std::span<const float> g = params.grads();
-  for (const ParamInfo& p : params.infos())
-    for (size_t i = 0; i < p.numel; i++)
-      if (!std::isfinite(g[p.offset + i])) return p.name;
-  return "";
-}
-
-std::string first_non_finite_param(const ParameterStore<float>& params) {
-  std::span<const float> v = params.values();
-  for (const ParamInfo& p : params.infos())
-    for (size_t i = 0; i < p.numel; i++)
-      if (!std::isfinite(v[p.offset + i])) return p.name;
-  return "";
-}
 
 // Metrics go to metrics.jsonl (every record) and metrics.csv (a flat table of the same records).
 class MetricsLog {
@@ -119,7 +96,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
 
   const std::vector<uint8_t> decay = decay_mask(params, tc.decay_on);
   const std::vector<Batch> eval_batches = make_eval_batches(*task, cfg);
-  const int B = tc.batch_size, T = task->seq_len(), V = model->vocab_size();
+  const int B = tc.batch_size, T = task->seq_len();
   Arena arena;
   ActivationTrace<float> trace;
   Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO));
@@ -134,36 +111,16 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   for (int step = cursor.step; step < tc.steps; step++) {
     const double lr = learning_rate(tc, step);
     for (int b = 0; b < B; b++) task->sample(batch, b, tc.data_seed, uint64_t(step), uint64_t(b));
-    arena.reset();
-    trace.entries.clear();
-    StepContext<float> ctx{arena};
-    ctx.trace = &trace;
-    params.zero_grad();
-    const float* logits = model->forward(ctx, batch.tokens.data(), B, T);
-    LossResult<float> loss =
-        masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(), B * T, V, true);
-    if (!std::isfinite(loss.loss)) {
-      std::string where = first_non_finite_param(params);
-      where = where.empty() ? first_non_finite(trace) : "parameter " + where;
-      throw Error("training stopped: loss is " + std::to_string(loss.loss) + " at step " + std::to_string(step) +
-                  "; first non-finite output: " + (where.empty() ? "cross-entropy (all module outputs finite)" : where) +
-                  ". Lower train.lr, enable train.grad_clip, or check the data.");
-    }
-    model->backward(ctx, loss.dlogits, B, T);
-    const double gnorm = grad_global_norm<float>(params.grads());
-    if (!std::isfinite(gnorm))
-      throw Error("training stopped: gradient norm is " + std::to_string(gnorm) + " at step " + std::to_string(step) +
-                  "; first non-finite gradient: " + first_non_finite_grad(params));
-    clip_grad_norm<float>(params.grads(), gnorm, tc.grad_clip);
-    adamw_step<float>(params.values(), params.grads(), opt, decay, tc, lr);
+    const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, step);
+    const double gnorm = apply_update(params, opt, decay, tc, lr, step);
     cursor.step = step + 1;
-    last_loss = loss.loss;
+    last_loss = fb.loss;
     tokens_done += double(B) * T;
 
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     const double tok_s = tokens_done / std::max(elapsed, 1e-9);
     if (cursor.step % std::max(1, tc.log_every) == 0 || cursor.step == tc.steps || step == 0)
-      metrics.write({{"step", cursor.step}, {"split", "train"}, {"loss", loss.loss}, {"lr", lr},
+      metrics.write({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
                      {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
     if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || cursor.step == tc.steps) {
       last_eval = evaluate(*model, *task, eval_batches, arena);
@@ -173,7 +130,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
       rec["elapsed_s"] = elapsed;
       metrics.write(rec);
     }
-    progress.update(cursor.step, loss.loss, tok_s, last_eval);
+    progress.update(cursor.step, fb.loss, tok_s, last_eval);
     if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || cursor.step == tc.steps)
       save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
   }

@@ -12,6 +12,7 @@
 #include "models/language_model.h"
 #include "train/checkpoint.h"
 #include "train/loss.h"
+#include "train/step.h"
 #include "train/trainer.h"
 
 using namespace canonlab;
@@ -124,23 +125,24 @@ TEST(Training, RefusesToOverwriteAnExistingRun) {
 TEST(Training, NonFiniteLossNamesStepAndModule) {
   RunConfig cfg = small_config();
   auto model = build_model<float>(cfg.model, 1);
-  // Poison one weight of layer 1's MLP: the first non-finite output must be that MLP.
+  // Poison one weight of layer 1's MLP.
   ParameterStore<float>& ps = model->params();
   for (const ParamInfo& p : ps.infos())
     if (p.name == "layers.1.mlp.down_proj.weight") ps.values()[p.offset] = std::numeric_limits<float>::infinity();
   Arena arena;
   ActivationTrace<float> trace;
-  StepContext<float> ctx{arena};
-  ctx.trace = &trace;
   Batch batch = make_task(cfg.task)->make_batch(4, 1, 0);
-  model->forward(ctx, batch.tokens.data(), batch.B, batch.T);
-  std::string first;
-  for (auto& e : trace.entries) {
-    for (size_t i = 0; i < e.count && first.empty(); i++)
-      if (!std::isfinite(e.data[i])) first = *e.module;
-    if (!first.empty()) break;
+  try {
+    forward_backward(*model, arena, trace, batch, 7);
+    FAIL() << "an infinite weight did not stop the step";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("at step 7"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("parameter layers.1.mlp.down_proj.weight"), std::string::npos) << msg;
   }
-  EXPECT_EQ(first, "layers.1.mlp");
+  // The trace of that forward pass names the first module whose output went non-finite: the poisoned MLP,
+  // not the attention before it (which would mean outputs were overwritten after being recorded).
+  EXPECT_EQ(step_detail::first_non_finite_output(trace), "layers.1.mlp");
 }
 
 TEST(Training, DivergingRunStopsWithADiagnostic) {
