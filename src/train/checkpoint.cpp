@@ -139,7 +139,7 @@ void save_checkpoint(const std::string& dir, const RunConfig& cfg, const Paramet
   std::vector<std::string> stems;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) == 0 && name.size() > 31 && name.ends_with(".model.safetensors"))
+    if (name.rfind("step_", 0) == 0 && name.size() >= 31 && name.ends_with(".model.safetensors"))
       stems.push_back(name.substr(0, 13));
   }
   std::sort(stems.begin(), stems.end());

@@ -67,6 +67,9 @@ TEST(Cli, TrainWritesEveryOutputAndEvalReadsTheCheckpoint) {
   for (const char* f : {"config.resolved.yaml", "metrics.jsonl", "metrics.csv", "summary.json", "checkpoints/latest.json",
                         "checkpoints/step_00000006.model.safetensors", "checkpoints/step_00000006.state.safetensors"})
     EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
+  // train.keep_checkpoints (default 2) prunes older step checkpoints: steps 0 and 3 and 6 were written.
+  EXPECT_FALSE(fs::exists(fs::path(out) / "checkpoints/step_00000000.model.safetensors"));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "checkpoints/step_00000003.model.safetensors"));
   EXPECT_NE(r.output.find("global_ipmr"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("copy_acc"), std::string::npos) << r.output;
 
