@@ -101,6 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"canon_kernel1_groups1_linear", {"model.canon.set=AC", "model.canon.kernel_size=1", "model.canon.groups=1"}},
         Case{"canon_elu_rmsnorm", {"model.canon.set=BD", "model.canon.activation=elu", "model.canon.norm=rmsnorm"}},
         Case{"swiglu_canon_D", {"model.mlp.kind=swiglu", "model.canon.set=D"}},
+        // With biases gate and up are not one contiguous weight block: the unfused path.
+        Case{"swiglu_bias_canon_D", {"model.mlp.kind=swiglu", "model.mlp.bias=true", "model.canon.set=D"}},
         Case{"relu2_bias", {"model.mlp.kind=relu2", "model.mlp.bias=true"}},
         Case{"layernorm_qkv_bias", {"model.norm=layernorm", "model.attention.qkv_bias=true"}},
         Case{"tied_embeddings", {"model.tie_embeddings=true", "model.attention.position=rope"}},
