@@ -58,6 +58,10 @@ class AtomicFileWriter {
 // Writes `bytes` to `path` atomically (see above).
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes,
                        const AtomicWriteOptions& options = {});
+// The same for text (resolved configs, summaries, latest.json).
+inline void write_text_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
+}
 
 // The whole content of a file. Throws canonlab::Error naming the path and the errno text.
 std::vector<std::byte> read_file(const std::string& path);

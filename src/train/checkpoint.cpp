@@ -50,12 +50,6 @@ void collect_differences(const nlohmann::json& a, const nlohmann::json& b, const
   }
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  AtomicFileWriter w(path);
-  w.write(std::as_bytes(std::span(text.data(), text.size())));
-  w.commit();
-}
-
 }  // namespace
 
 void save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step) {

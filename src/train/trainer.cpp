@@ -64,11 +64,6 @@ class MetricsLog {
   std::ofstream jsonl_, csv_;
 };
 
-void write_text(const std::string& path, const std::string& text) {
-  AtomicFileWriter w(path);
-  w.write(std::as_bytes(std::span(text.data(), text.size())));
-  w.commit();
-}
 
 }  // namespace
 
@@ -91,7 +86,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
     CANONLAB_CHECK(latest_model_path(ckpt_dir).empty(),
                    "'" + out + "' already holds a run; pass --resume to continue it or choose another --out");
   }
-  write_text(out + "/config.resolved.yaml", config_to_yaml(cfg));
+  write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
   MetricsLog metrics(out, cursor.step);
 
   const std::vector<uint8_t> decay = decay_mask(params, tc.decay_on);
@@ -153,7 +148,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
       std::cout << format_ipmr(ipmr, cfg.probe.top_heads);
     }
   }
-  write_text(out + "/summary.json", summary.dump(2) + "\n");
+  write_text_atomic(out + "/summary.json", summary.dump(2) + "\n");
   return summary;
 }
 
