@@ -46,7 +46,6 @@ class Arena {
   void reset();
 
   size_t high_water_bytes() const { return high_water_; }
-  size_t block_count() const { return blocks_.size(); }
   Device device() const { return device_; }
 
  private:

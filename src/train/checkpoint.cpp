@@ -119,11 +119,12 @@ void save_checkpoint(const std::string& dir, const RunConfig& cfg, const Paramet
   w.add_metadata("canonlab.config", config_to_json(cfg).dump());
   w.add_metadata("canonlab.step", std::to_string(cursor.step));
   w.add_metadata("canonlab.adam_t", std::to_string(opt.t));
-  std::vector<float> empty(params.total(), 0.f);
-  w.add("adam.m", opt.m.empty() ? std::span<const float>(empty) : std::span<const float>(opt.m),
-        {int64_t(params.total())});
-  w.add("adam.v", opt.v.empty() ? std::span<const float>(empty) : std::span<const float>(opt.v),
-        {int64_t(params.total())});
+  // Before the first update the moments are not allocated yet; they are zero by definition.
+  std::vector<float> zeros;
+  if (opt.m.empty()) zeros.assign(params.total(), 0.f);
+  const std::span<const float> m = opt.m.empty() ? zeros : opt.m, v = opt.v.empty() ? zeros : opt.v;
+  w.add("adam.m", m, {int64_t(params.total())});
+  w.add("adam.v", v, {int64_t(params.total())});
   w.write_atomic((fs::path(dir) / state_file).string());
 
   nlohmann::json latest = {{"step", cursor.step}, {"model", model_file}, {"state", state_file}};

@@ -18,7 +18,6 @@
 #include "models/language_model.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
-#include "train/loss.h"
 #include "train/progress.h"
 #include "train/schedule.h"
 #include "train/step.h"
