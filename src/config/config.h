@@ -16,6 +16,13 @@ namespace canonlab {
 // `--set key.path=value` overrides in order, then resolves and validates.
 RunConfig load_config(const std::string& yaml_path, const std::vector<std::string>& overrides);
 
+// One value to apply at a key path, as YAML text ("8", "[0, 2]", "{kind: gelu}"), and where it came from so
+// an error can point there ("sweep.yaml:12: axis 'layer'"). Sweeps build their runs from these.
+struct ConfigOverride {
+  std::string path, yaml_value, origin;
+};
+RunConfig load_config_with(const std::string& yaml_path, const std::vector<ConfigOverride>& overrides);
+
 // Same from YAML text; a `base:` in the text is resolved relative to the current directory.
 RunConfig config_from_yaml_string(const std::string& text, const std::vector<std::string>& overrides = {});
 

@@ -95,6 +95,11 @@ void apply_override(RunConfig& config, const std::string& assignment) {
   apply_at_path(config, key, value, Origin{origin, false});
 }
 
+void apply_override(RunConfig& config, const ConfigOverride& o) {
+  if (o.path == "base") throw Error(o.origin + ": base: cannot be overridden");
+  apply_at_path(config, o.path, parse_yaml(o.yaml_value, o.origin), Origin{o.origin, false});
+}
+
 void apply_overrides(RunConfig& config, const std::vector<std::string>& overrides) {
   for (const auto& assignment : overrides) apply_override(config, assignment);
 }
@@ -116,6 +121,15 @@ RunConfig load_config(const std::string& yaml_path, const std::vector<std::strin
   std::vector<fs::path> chain;
   apply_yaml_file(config, yaml_path, chain);
   apply_overrides(config, overrides);
+  resolve_and_validate(config);
+  return config;
+}
+
+RunConfig load_config_with(const std::string& yaml_path, const std::vector<ConfigOverride>& overrides) {
+  RunConfig config;
+  std::vector<fs::path> chain;
+  apply_yaml_file(config, yaml_path, chain);
+  for (const ConfigOverride& o : overrides) apply_override(config, o);
   resolve_and_validate(config);
   return config;
 }

@@ -12,7 +12,8 @@ size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 void* Arena::alloc_bytes(size_t bytes) {
   bytes = round_up(std::max<size_t>(bytes, 1));
-  if (blocks_.empty() || blocks_.back().used + bytes > blocks_.back().capacity) {
+  // A block's first kAlign bytes may go to aligning its start, so only capacity - kAlign is usable.
+  if (blocks_.empty() || blocks_.back().used + bytes > blocks_.back().capacity - kAlign) {
     Block b;
     b.capacity = std::max(bytes + kAlign, kMinBlock);
     b.memory = std::make_unique_for_overwrite<std::byte[]>(b.capacity);

@@ -39,10 +39,15 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
   const int chunk = std::max(1, cfg.train.batch_size);
   Arena arena;
   std::map<int, std::vector<uint8_t>> any_hit;  // delta -> (B * nq) for the current chunk
+  std::map<int, double> confident_hits;
+  std::vector<float> peak_prob;  // (B * nq): the highest attention peak over the heads seen so far
+  std::vector<int> peak_key;     // (B * nq): where that head's argmax is
   for (int start = 0, chunk_id = 0; start < total; start += chunk, chunk_id++) {
     const int B = std::min(chunk, total - start);
     Batch batch = task.make_batch(B, cfg.probe.seed, kHeldOutStream + 1000 + uint64_t(chunk_id));
     for (int d : r.deltas) any_hit[d].assign(size_t(B) * nq, 0);
+    peak_prob.assign(size_t(B) * nq, -1.0f);
+    peak_key.assign(size_t(B) * nq, -1);
     arena.reset();
     StepContext<float> ctx{arena};
     ctx.on_attention_probs = [&](int layer, const float* probs, int Bc, int Hc, int Tc) {
@@ -54,6 +59,11 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
             for (int k = 1; k <= q; k++)
               if (row[k] > row[best]) best = k;
             const int p = q - n;
+            const size_t query = size_t(b) * nq + (q - q_begin);
+            if (row[best] > peak_prob[query]) {  // layers arrive in order, so ties keep the earliest head
+              peak_prob[query] = row[best];
+              peak_key[query] = best;
+            }
             for (int d : r.deltas)
               if (best == p + d) {
                 hits[d][size_t(layer) * Hc + h] += 1;
@@ -62,8 +72,11 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
           }
     };
     const float* logits = model.forward(ctx, batch.tokens.data(), B, T);
-    for (int d : r.deltas)
+    for (int d : r.deltas) {
       for (uint8_t v : any_hit[d]) global_hits[d] += v;
+      for (int b = 0; b < B; b++)
+        for (int q = q_begin; q <= q_end; q++) confident_hits[d] += peak_key[size_t(b) * nq + (q - q_begin)] == q - n + d;
+    }
     auto m = task.metrics(batch, logits);
     double scored = 0;
     for (float s : batch.score_mask) scored += s;
@@ -82,6 +95,7 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
     }
     r.mean[d] = sum / std::max(1, L * H);
     r.global[d] = global_hits[d] / std::max(1, r.n_queries);
+    r.confident[d] = confident_hits[d] / std::max(1, r.n_queries);
   }
   double ch = 0, chg = 0;
   for (int q = q_begin; q <= q_end; q++) {
@@ -128,6 +142,7 @@ std::string format_ipmr(const IpmrResult& r, int top_k) {
     os << "  top heads:";
     for (auto& [l, h, v] : r.top_heads(d, top_k)) os << " L" << l << "H" << h << " " << pct(v);
     os << "\n  mean over heads " << pct(r.mean.at(d)) << " (chance " << pct(r.chance_head) << ")"
+       << "\n  confident-head IPMR " << pct(r.confident.at(d)) << " (per query, the head with the highest attention peak)"
        << "\n  global_ipmr " << pct(r.global.at(d)) << " (chance " << pct(r.chance_global) << " for "
        << r.n_layers * r.n_heads << " independent uniform heads; " << pct(r.chance_head) << " per head)\n";
   }
@@ -150,6 +165,7 @@ nlohmann::json ipmr_to_json(const IpmrResult& r, int top_k) {
     e["per_head"] = matrix;
     e["mean"] = r.mean.at(d);
     e["global"] = r.global.at(d);
+    e["confident"] = r.confident.at(d);
     nlohmann::json top = nlohmann::json::array();
     for (auto& [l, h, v] : r.top_heads(d, top_k)) top.push_back({{"layer", l}, {"head", h}, {"rate", v}});
     e["top_heads"] = top;

@@ -7,6 +7,9 @@
 //   per-head rate  IPMR[l][h](delta) = hits / |Q|
 //   global         fraction of queries where at least one head of any layer hits
 //   mean           mean of the per-head matrix
+//   confident      per query, only the head (any layer) whose attention peak is highest counts; a stricter
+//                  "global" whose chance level is the per-head one, since any-head global saturates on short
+//                  sequences (72% chance for 16 heads at n_symbols = 8)
 //   chance         per head: mean over q of 1/(q+1) (uniform causal attention);
 //                  global: mean over q of 1 - (1 - 1/(q+1))^(L*H) (independent uniform heads)
 #include <map>
@@ -24,7 +27,7 @@ struct IpmrResult {
   int n_layers = 0, n_heads = 0, n_sequences = 0, n_queries = 0;
   std::vector<int> deltas;
   std::map<int, std::vector<double>> per_head;  // delta -> (L * H) row-major rates
-  std::map<int, double> global, mean;
+  std::map<int, double> global, mean, confident;
   double chance_head = 0, chance_global = 0;
   double copy_acc = 0;  // on the same held-out sequences
 

@@ -10,10 +10,9 @@
 #include <iostream>
 
 #include "config/config.h"
-#include "data/copy_task.h"
 #include "engine/threads.h"
 #include "eval/evaluate.h"
-#include "eval/ipmr.h"
+#include "eval/probe.h"
 #include "io/atomic_file.h"
 #include "models/language_model.h"
 #include "train/adamw.h"
@@ -46,8 +45,13 @@ class MetricsLog {
     jsonl_.open(jsonl_path_, std::ios::trunc);
     csv_.open(csv_path_, std::ios::trunc);
     csv_ << "step,split,loss,lr,grad_norm,copy_acc,tokens_per_s,elapsed_s\n";
-    for (auto& j : kept) write(j);
+    for (auto& j : kept) {
+      write(j);
+      if (j.value("split", "") == "train" && j.contains("loss")) last_train_loss_ = j["loss"].get<double>();
+    }
   }
+  // The newest training loss already on file: what the summary reports when a resume starts at the last step.
+  double last_train_loss() const { return last_train_loss_; }
   void write(const nlohmann::json& j) {
     jsonl_ << j.dump() << "\n";
     auto num = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string(); };
@@ -61,6 +65,7 @@ class MetricsLog {
  private:
   std::string jsonl_path_, csv_path_;
   std::ofstream jsonl_, csv_;
+  double last_train_loss_ = NAN;
 };
 
 
@@ -96,7 +101,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO));
 
   auto t_start = std::chrono::steady_clock::now();
-  double last_loss = NAN, tokens_done = 0;
+  double last_loss = metrics.last_train_loss(), tokens_done = 0;
   nlohmann::json last_eval;
   Batch batch;
   batch.resize(B, T);
@@ -129,6 +134,8 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
       save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
   }
   progress.finish();
+  // A run killed after its last checkpoint but before its summary resumes here with no step left to take.
+  if (last_eval.is_null()) last_eval = evaluate(*model, *task, eval_batches, arena);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
   nlohmann::json summary;
@@ -141,10 +148,10 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   summary["tokens_per_second"] = tokens_done / std::max(elapsed, 1e-9);
   summary["checkpoint"] = latest_model_path(ckpt_dir);
   if (options.probe_at_end) {
-    if (auto* copy = dynamic_cast<CopyTask*>(task.get())) {
-      IpmrResult ipmr = measure_ipmr(*model, *copy, cfg);
-      summary["ipmr"] = ipmr_to_json(ipmr, cfg.probe.top_heads);
-      std::cout << format_ipmr(ipmr, cfg.probe.top_heads);
+    const ProbeResult probe = run_probe(*model, *task, cfg, last_eval);
+    if (probe.ipmr) {
+      summary["ipmr"] = probe.ipmr_json();
+      std::cout << probe.ipmr_text();
     }
   }
   write_text_atomic(out + "/summary.json", summary.dump(2) + "\n");

@@ -2,6 +2,8 @@
 // writes every promised output file, then `eval` reads the checkpoint back.
 #include <gtest/gtest.h>
 
+#include "cli_runner.h"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -13,21 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using canonlab::test_support::run_cli;
+using Result = canonlab::test_support::CliResult;
 
-Result run_cli(const std::string& args) {
-  const std::string cmd = std::string(CANONLAB_BINARY) + " " + args + " 2>&1";
-  Result r{0, ""};
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::string config_path(const std::string& name) { return std::string(CANONLAB_SOURCE_DIR) + "/configs/" + name; }
 

@@ -72,10 +72,13 @@ TEST(CopyTask, SymbolsAreDrawnUniformly) {
 
 namespace {
 // A stand-in model whose attention pattern is written by hand: layer 1 head 0 is a perfect induction head
-// (argmax on the token after the earlier occurrence), every other head attends to BOS.
+// (argmax on the token after the earlier occurrence), every other head peaks on BOS with probability
+// other_peak (the rest on position 1).
 class ScriptedModel final : public LanguageModel<float> {
  public:
-  explicit ScriptedModel(const RunConfig& cfg, int n) : cfg_(cfg.model), n_(n) { store_.finalize(0); }
+  ScriptedModel(const RunConfig& cfg, int n, float other_peak = 1.f) : cfg_(cfg.model), n_(n), other_peak_(other_peak) {
+    store_.finalize(0);
+  }
   const float* forward(StepContext<float>& ctx, const int* tokens, int B, int T) override {
     const int L = cfg_.n_layers, H = cfg_.n_heads, V = cfg_.vocab_size;
     for (int l = 0; l < L; l++) {
@@ -85,7 +88,12 @@ class ScriptedModel final : public LanguageModel<float> {
           for (int q = 0; q < T; q++) {
             float* row = probs + ((size_t(b) * H + h) * T + q) * T;
             const bool induction = l == 1 && h == 0 && q > n_;
-            row[induction ? q - n_ + 1 : 0] = 1.f;
+            if (induction) {
+              row[q - n_ + 1] = 1.f;
+            } else {
+              row[0] = q > 0 ? other_peak_ : 1.f;
+              if (q > 0) row[1] += 1.f - other_peak_;
+            }
           }
       ctx.on_attention_probs(l, probs, B, H, T);
     }
@@ -102,6 +110,7 @@ class ScriptedModel final : public LanguageModel<float> {
  private:
   ModelConfig cfg_;
   int n_;
+  float other_peak_;
   ParameterStore<float> store_;
 };
 }  // namespace
@@ -130,4 +139,18 @@ TEST(Ipmr, PerfectInductionHeadScoresOneAndOthersZero) {
   const std::string text = format_ipmr(r, 3);
   EXPECT_NE(text.find("L1H0 100.0%"), std::string::npos) << text;
   EXPECT_NE(text.find("global_ipmr 100.0%"), std::string::npos) << text;
+}
+
+// The confident-head rate lets only the most peaked head of each query vote: with every head one-hot the
+// earliest head (L0H0, on BOS) wins the tie and the rate is 0; with the others at 0.6 the induction head wins.
+TEST(Ipmr, ConfidentHeadIsTheHeadWithTheHighestPeak) {
+  RunConfig cfg = copy_config({});
+  CopyTask task(cfg.task);
+  ScriptedModel tied(cfg, 6, 1.f);
+  EXPECT_DOUBLE_EQ(measure_ipmr(tied, task, cfg).confident[1], 0.0);
+  ScriptedModel peaked(cfg, 6, 0.6f);
+  IpmrResult r = measure_ipmr(peaked, task, cfg);
+  EXPECT_DOUBLE_EQ(r.confident[1], 1.0);
+  EXPECT_DOUBLE_EQ(r.global[1], 1.0);
+  EXPECT_NE(format_ipmr(r, 3).find("confident-head IPMR 100.0%"), std::string::npos);
 }

@@ -1,0 +1,41 @@
+// canonlab eval CHECKPOINT|RUN_DIR [--json]: task metrics and the IPMR table of a checkpoint.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "eval/probe.h"
+
+namespace canonlab::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string checkpoint;
+  bool json_out = false;
+};
+
+int run_eval(const EvalArgs& a) {
+  LoadedCheckpoint c = load_checkpoint(a.checkpoint);
+  const ProbeResult probe = run_probe(*c.model, *c.task, c.cfg);
+  nlohmann::json out = probe.to_json();
+  out["checkpoint"] = c.path;
+  if (a.json_out) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << "checkpoint " << c.path << "\n" << probe.eval_text() << probe.ipmr_text();
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint: task metrics and the IPMR table");
+  sub->add_option("checkpoint", a->checkpoint, "A .model.safetensors file, a run directory or its checkpoints/")
+      ->required();
+  sub->add_flag("--json", a->json_out, "Print JSON");
+  return {sub, [a] { return run_eval(*a); }};
+}
+
+}  // namespace canonlab::cli

@@ -1,0 +1,23 @@
+#pragma once
+// One subcommand per file (cmd_<name>.cpp). Each add_*_command registers its options on `app` and returns the
+// action that runs it; the options live in state owned by the returned closure.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace canonlab::cli {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_train_command(CLI::App& app);
+Command add_eval_command(CLI::App& app);
+Command add_probe_command(CLI::App& app);
+Command add_debug_dump_command(CLI::App& app);
+Command add_bench_step_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app);
+
+}  // namespace canonlab::cli

@@ -1,0 +1,37 @@
+#pragma once
+// One training run as a child process: its own address space, so a crash or a NaN stop in one run cannot take
+// the others down, and a killed sweep takes its children with it (PR_SET_PDEATHSIG).
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace canonlab {
+
+struct ChildExit {
+  int exit_code = -1;  // when it exited normally
+  int signal = 0;      // when a signal ended it
+  bool ok() const { return signal == 0 && exit_code == 0; }
+  std::string describe() const;
+};
+
+class ChildProcess {
+ public:
+  // Starts `executable args...` with stdout and stderr appended to log_path.
+  ChildProcess(const std::string& executable, const std::vector<std::string>& args, const std::string& log_path);
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ~ChildProcess();  // terminates and reaps a child that is still running
+
+  // Non-blocking: the exit status once the child has ended.
+  std::optional<ChildExit> poll();
+  void terminate();  // SIGTERM, then wait
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace canonlab

@@ -1,0 +1,67 @@
+#include "sweep/manifest.h"
+
+#include <map>
+
+namespace canonlab {
+
+namespace {
+
+// {"a": {"b": 1}} -> {"a.b": "1"}: config differences are reported by key path, like config errors.
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object()) {
+    for (auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
+  } else {
+    out[prefix] = j.dump();
+  }
+}
+
+std::optional<std::string> config_difference(const nlohmann::json& before, const nlohmann::json& now) {
+  std::map<std::string, std::string> a, b;
+  flatten(before, "", a);
+  flatten(now, "", b);
+  for (auto& [key, value] : b) {
+    auto it = a.find(key);
+    if (it == a.end()) return key + " is new (" + value + ")";
+    if (it->second != value) return key + " was " + it->second + ", now " + value;
+  }
+  for (auto& [key, value] : a)
+    if (!b.count(key)) return key + " is gone (was " + value + ")";
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json make_sweep_manifest(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  nlohmann::json m;
+  m["format"] = kSweepFormat;
+  m["name"] = spec.name;
+  m["description"] = spec.description;
+  m["source"] = spec.source_path;
+  m["axes"] = nlohmann::json::array();
+  for (const SweepAxis& axis : spec.axes)
+    m["axes"].push_back({{"name", axis.name}, {"keys", axis.keys}, {"labels", axis.labels}});
+  m["report"] = spec.report;
+  m["runs"] = nlohmann::json::array();
+  for (const SweepRun& run : runs)
+    m["runs"].push_back({{"name", run.name}, {"dir", "runs/" + run.name}, {"axes", run.labels},
+                         {"config", config_to_json(run.config)}});
+  return m;
+}
+
+std::optional<std::string> sweep_difference(const nlohmann::json& before, const nlohmann::json& now) {
+  if (before.value("format", "") != kSweepFormat)
+    return "sweep.json has format '" + before.value("format", std::string("?")) + "', expected " + kSweepFormat;
+  if (before["axes"] != now["axes"]) return "the axes changed (names, keys or values)";
+  std::map<std::string, const nlohmann::json*> old_runs;
+  for (const auto& run : before["runs"]) old_runs[run["name"].get<std::string>()] = &run;
+  for (const auto& run : now["runs"]) {
+    const std::string name = run["name"];
+    auto it = old_runs.find(name);
+    if (it == old_runs.end()) return "run '" + name + "' is new";
+    if (auto diff = config_difference((*it->second)["config"], run["config"])) return "run '" + name + "': " + *diff;
+  }
+  if (before["runs"].size() != now["runs"].size()) return "some runs of the old sweep are no longer in it";
+  return std::nullopt;
+}
+
+}  // namespace canonlab

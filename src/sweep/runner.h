@@ -1,0 +1,35 @@
+#pragma once
+// Runs a sweep's grid: each run trains in its own child process (`canonlab train`) with a fixed thread budget,
+// `jobs` at a time, with a live overview. The sweep directory is the state:
+//   SWEEP_DIR/sweep.json            what the grid is (sweep/manifest.h); a different grid is refused unless force
+//   SWEEP_DIR/runs/<name>/          one run: run.yaml, train.log, status.json, plus everything `train` writes
+// A run whose summary.json covers all its steps is finished and skipped; one with a checkpoint resumes from it
+// (bit-exact); any other starts afresh. So re-running the same command after a kill loses and repeats nothing.
+#include <string>
+#include <vector>
+
+#include "sweep/sweep_spec.h"
+
+namespace canonlab {
+
+struct SweepOptions {
+  std::string out_dir;
+  int jobs = 1;             // runs at once
+  bool force = false;       // accept a changed grid; runs whose config changed are moved to SWEEP_DIR/superseded/
+  bool live = true;         // redraw the overview in place (a terminal); otherwise print a line per event
+  std::string executable;   // the canonlab binary that trains a run
+};
+
+struct SweepOutcome {
+  int total = 0, done = 0, failed = 0, skipped = 0;
+  bool interrupted = false;
+  std::vector<std::string> failures;  // "name: error"
+};
+
+SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
+
+// A run directory's state on disk, as the runner sees it.
+enum class RunDiskState { fresh, resumable, finished };
+RunDiskState inspect_run_dir(const std::string& run_dir, int steps);
+
+}  // namespace canonlab

@@ -1,0 +1,294 @@
+#include "sweep/sweep_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "engine/error.h"
+
+namespace canonlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Errors point at the sweep file and line, like config errors do.
+struct SpecReader {
+  std::string file;
+
+  std::string where(const YAML::Node& node) const {
+    return node.Mark().is_null() ? file : file + ":" + std::to_string(node.Mark().line + 1);
+  }
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const {
+    throw Error(where(node) + ": " + message);
+  }
+  std::string scalar(const YAML::Node& node, const std::string& what) const {
+    if (!node.IsScalar()) fail(node, what + ": expected a single value");
+    return node.Scalar();
+  }
+};
+
+std::string flow_yaml(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+// "L0", "3e-4", "0-2" for [0, 2]: readable, and safe as part of a directory name.
+std::string default_label(const YAML::Node& value) {
+  std::string text;
+  if (value.IsScalar()) {
+    text = value.Scalar();
+  } else if (value.IsSequence()) {
+    for (size_t i = 0; i < value.size(); i++) text += (i ? "-" : "") + default_label(value[i]);
+    if (value.size() == 0) text = "none";
+  } else {
+    text = flow_yaml(value);
+  }
+  return text;
+}
+
+std::string directory_safe(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+') ? c : '_';
+  return out.empty() ? "_" : out;
+}
+
+// Plain YAML -> JSON for the report defaults: numbers and booleans keep their type, everything else is text.
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  if (node.IsSequence()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const YAML::Node& item : node) list.push_back(yaml_to_json(item));
+    return list;
+  }
+  if (node.IsMap()) {
+    nlohmann::json map = nlohmann::json::object();
+    for (auto it = node.begin(); it != node.end(); ++it) map[it->first.Scalar()] = yaml_to_json(it->second);
+    return map;
+  }
+  if (!node.IsScalar()) return nullptr;
+  const std::string& text = node.Scalar();
+  if (text == "true" || text == "false") return text == "true";
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (!text.empty() && end == text.c_str() + text.size()) return number;
+  return text;
+}
+
+std::string canonical_key(const std::string& key) { return key == "seed" ? "train.seed" : key; }
+
+// "task.n_symbols" -> "n-symbols": '_' is kept out of axis names because "__" separates them in run names.
+std::string default_axis_name(const std::string& key) {
+  auto dot = key.rfind('.');
+  std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+// range: {start, stop, step} or [start, stop(, step)]; Python semantics (stop excluded).
+std::vector<YAML::Node> range_values(const YAML::Node& range, const SpecReader& reader) {
+  std::string start, stop, step = "1";
+  if (range.IsSequence() && (range.size() == 2 || range.size() == 3)) {
+    start = reader.scalar(range[0], "range start");
+    stop = reader.scalar(range[1], "range stop");
+    if (range.size() == 3) step = reader.scalar(range[2], "range step");
+  } else if (range.IsMap() && range["start"] && range["stop"]) {
+    start = reader.scalar(range["start"], "range.start");
+    stop = reader.scalar(range["stop"], "range.stop");
+    if (range["step"]) step = reader.scalar(range["step"], "range.step");
+  } else {
+    reader.fail(range, "range: expected {start: A, stop: B, step: C} or [A, B] / [A, B, C] (stop excluded)");
+  }
+  auto is_integer = [](const std::string& s) { return !s.empty() && s.find_first_not_of("-+0123456789") == std::string::npos; };
+  std::vector<YAML::Node> values;
+  try {
+    if (is_integer(start) && is_integer(stop) && is_integer(step)) {
+      long long a = std::stoll(start), b = std::stoll(stop), s = std::stoll(step);
+      if (s == 0) reader.fail(range, "range step must not be 0");
+      for (long long v = a; (s > 0 ? v < b : v > b) && values.size() <= 10000; v += s) values.emplace_back(v);
+    } else {
+      double a = std::stod(start), b = std::stod(stop), s = std::stod(step);
+      if (s == 0 || !std::isfinite(a + b + s)) reader.fail(range, "range needs finite numbers and a non-zero step");
+      for (long long i = 0;; i++) {
+        double v = a + double(i) * s;
+        if (!(s > 0 ? v < b - 1e-12 * std::fabs(s) : v > b + 1e-12 * std::fabs(s)) || values.size() > 10000) break;
+        char text[32];
+        std::snprintf(text, sizeof text, "%.10g", v);
+        values.emplace_back(std::string(text));
+      }
+    }
+  } catch (const std::logic_error&) {
+    reader.fail(range, "range: start, stop and step must be numbers");
+  }
+  if (values.empty()) reader.fail(range, "range is empty (stop is excluded)");
+  if (values.size() > 10000) reader.fail(range, "range has more than 10000 values");
+  return values;
+}
+
+// One `key` + `values`|`range` pair: the values of a plain axis or of one member of a zipped axis.
+std::vector<YAML::Node> member_values(const YAML::Node& node, const SpecReader& reader) {
+  if (node["values"] && node["range"]) reader.fail(node, "give either values or range, not both");
+  if (node["range"]) return range_values(node["range"], reader);
+  const YAML::Node values = node["values"];
+  if (!values || !values.IsSequence() || values.size() == 0)
+    reader.fail(node, "expected `values: [v1, v2, ...]` (a non-empty list) or `range:`");
+  return std::vector<YAML::Node>(values.begin(), values.end());
+}
+
+SweepAxis parse_axis(const YAML::Node& node, const SpecReader& reader) {
+  if (!node.IsMap()) reader.fail(node, "each entry of axes must be a mapping with key and values (or zip)");
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    static const std::set<std::string> allowed = {"name", "key", "values", "range", "labels", "zip"};
+    const std::string k = it->first.Scalar();
+    if (!allowed.count(k))
+      reader.fail(it->first, "unknown axis field '" + k + "'; allowed: name, key, values, range, labels, zip");
+  }
+  SweepAxis axis;
+  axis.origin = reader.where(node);
+  std::vector<std::vector<YAML::Node>> columns;  // [key index][value index]
+  std::vector<YAML::Node> first_values;
+  if (node["zip"]) {
+    if (node["key"]) reader.fail(node, "a zipped axis lists its keys inside zip:, not in key:");
+    const YAML::Node zip = node["zip"];
+    if (!zip.IsSequence() || zip.size() < 2) reader.fail(zip, "zip: expected a list of at least two {key, values}");
+    for (const YAML::Node& member : zip) {
+      if (!member.IsMap() || !member["key"]) reader.fail(member, "zip entry: expected {key: a.b, values: [...]}");
+      axis.keys.push_back(canonical_key(reader.scalar(member["key"], "key")));
+      columns.push_back(member_values(member, reader));
+      if (columns.back().size() != columns.front().size())
+        reader.fail(member, "zip: every key needs the same number of values (" + std::to_string(columns.front().size()) +
+                                " for " + axis.keys.front() + ", " + std::to_string(columns.back().size()) + " for " +
+                                axis.keys.back() + ")");
+    }
+  } else {
+    if (!node["key"]) reader.fail(node, "axis needs key: (a config key path such as train.lr, or seed) or zip:");
+    axis.keys.push_back(canonical_key(reader.scalar(node["key"], "key")));
+    columns.push_back(member_values(node, reader));
+  }
+  const size_t n = columns.front().size();
+  for (size_t v = 0; v < n; v++) {
+    std::vector<std::string> row;
+    std::string label;
+    for (size_t k = 0; k < columns.size(); k++) {
+      row.push_back(flow_yaml(columns[k][v]));
+      label += (k ? "-" : "") + default_label(columns[k][v]);
+    }
+    axis.yaml_values.push_back(row);
+    axis.labels.push_back(label);
+  }
+  if (node["labels"]) {
+    const YAML::Node labels = node["labels"];
+    if (!labels.IsSequence() || labels.size() != n)
+      reader.fail(labels, "labels: expected a list of " + std::to_string(n) + " names, one per value");
+    for (size_t v = 0; v < n; v++) axis.labels[v] = reader.scalar(labels[v], "label");
+  }
+  for (auto& label : axis.labels) label = directory_safe(label);
+  if (node["name"]) {
+    axis.name = reader.scalar(node["name"], "name");
+  } else {
+    for (size_t k = 0; k < axis.keys.size(); k++)
+      axis.name += (k ? "+" : "") + (axis.keys[k] == "train.seed" ? "seed" : default_axis_name(axis.keys[k]));
+  }
+  if (axis.name.empty() || axis.name.find_first_of("=_/ ") != std::string::npos)
+    reader.fail(node, "axis name '" + axis.name + "' must be non-empty without '=', '_', '/' or spaces");
+  std::set<std::string> seen;
+  for (const auto& label : axis.labels)
+    if (!seen.insert(label).second)
+      reader.fail(node, "axis '" + axis.name + "' has the label '" + label + "' twice; give distinct labels:");
+  return axis;
+}
+
+}  // namespace
+
+SweepSpec load_sweep_spec(const std::string& path) {
+  SpecReader reader{path};
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw Error("cannot read sweep file '" + path + "'");
+  } catch (const YAML::Exception& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) throw Error(path + ": a sweep file is a mapping with base, axes and optionally set, name, report");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    static const std::set<std::string> allowed = {"name", "description", "base", "set", "axes", "report"};
+    const std::string k = it->first.Scalar();
+    if (!allowed.count(k)) {
+      std::string hint = (k == "model" || k == "task" || k == "train" || k == "probe")
+                             ? " (config sections go in the base file, or as key paths under set:)"
+                             : "";
+      reader.fail(it->first, "unknown sweep field '" + k + "'; allowed: name, description, base, set, axes, report" + hint);
+    }
+  }
+  SweepSpec spec;
+  spec.source_path = path;
+  spec.name = root["name"] ? reader.scalar(root["name"], "name") : fs::path(path).stem().string();
+  if (root["description"]) spec.description = reader.scalar(root["description"], "description");
+  if (!root["base"]) reader.fail(root, "missing base: the config file every run starts from");
+  spec.base_path = (fs::path(path).parent_path() / reader.scalar(root["base"], "base")).lexically_normal().string();
+  if (!fs::is_regular_file(spec.base_path))
+    reader.fail(root["base"], "base: cannot read config file '" + spec.base_path + "'");
+  if (const YAML::Node set = root["set"]) {
+    if (!set.IsMap()) reader.fail(set, "set: expected a mapping of key paths to values, e.g. task.n_symbols: 8");
+    for (auto it = set.begin(); it != set.end(); ++it)
+      spec.shared.push_back({it->first.Scalar(), flow_yaml(it->second), reader.where(it->first) + ": set"});
+  }
+  const YAML::Node axes = root["axes"];
+  if (!axes || !axes.IsSequence() || axes.size() == 0) reader.fail(root, "axes: expected a non-empty list of axes");
+  std::set<std::string> names, keys;
+  for (const YAML::Node& node : axes) {
+    SweepAxis axis = parse_axis(node, reader);
+    if (!names.insert(axis.name).second) reader.fail(node, "two axes are named '" + axis.name + "'");
+    for (const auto& key : axis.keys)
+      if (!keys.insert(key).second) reader.fail(node, "two axes set the same key '" + key + "'");
+    spec.axes.push_back(std::move(axis));
+  }
+  if (const YAML::Node report = root["report"]) {
+    if (!report.IsMap()) reader.fail(report, "report: expected a mapping like {pivot: [seed, layer], metric: global_ipmr}");
+    spec.report = yaml_to_json(report);
+  }
+  return spec;
+}
+
+std::vector<SweepRun> expand_sweep(const SweepSpec& spec, int threads_per_run) {
+  size_t total = 1;
+  for (const auto& axis : spec.axes) total *= axis.labels.size();
+  CANONLAB_CHECK(total <= 100000, spec.source_path + ": the grid has " + std::to_string(total) + " runs; at most 100000");
+  std::vector<SweepRun> runs;
+  std::vector<size_t> index(spec.axes.size(), 0);
+  for (size_t r = 0; r < total; r++) {
+    // Mixed-radix counter, last axis fastest.
+    size_t rest = r;
+    for (size_t a = spec.axes.size(); a-- > 0;) {
+      index[a] = rest % spec.axes[a].labels.size();
+      rest /= spec.axes[a].labels.size();
+    }
+    SweepRun run;
+    std::vector<ConfigOverride> overrides = spec.shared;
+    for (size_t a = 0; a < spec.axes.size(); a++) {
+      const SweepAxis& axis = spec.axes[a];
+      const std::string& label = axis.labels[index[a]];
+      run.name += (a ? "__" : "") + axis.name + "=" + label;
+      run.labels[axis.name] = label;
+      for (size_t k = 0; k < axis.keys.size(); k++)
+        overrides.push_back({axis.keys[k], axis.yaml_values[index[a]][k],
+                             axis.origin + ": axis '" + axis.name + "' = " + label});
+    }
+    overrides.push_back({"train.threads", std::to_string(threads_per_run), "--threads-per-run"});
+    try {
+      run.config = load_config_with(spec.base_path, overrides);
+    } catch (const Error& e) {
+      throw Error("sweep run '" + run.name + "': " + e.what());
+    }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+}  // namespace canonlab
