@@ -193,7 +193,7 @@ std::vector<MetricInfo> documented_metrics() {
       {"global_ipmr", "IPMR at delta 1, global: fraction of copy queries where some head's attention argmax is the "
                       "token after the earlier occurrence", true, true},
       {"mean_ipmr", "IPMR at delta 1, mean over all layers and heads", true, true},
-      {"confident_ipmr", "IPMR at delta 1 of, per query, the one head with the highest attention peak (chance is "
+      {"confident_ipmr", "IPMR at delta 1 counting, per query, only the head with the highest attention peak (chance is "
                          "the per-head level; global_ipmr saturates on short sequences)", true, true},
       {"top_head_ipmr", "IPMR at delta 1 of the best single head", true, true},
       {"global_ipmr_d<k>", "global IPMR at delta k (the key-shift offset), for each k != 1 in the runs", true, true},

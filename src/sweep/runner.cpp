@@ -197,7 +197,9 @@ SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs,
                   run.name + "'; move it away first");
   }
   const fs::path manifest_path = fs::path(dir) / "sweep.json";
-  if (!fs::exists(manifest_path) || options.force) write_text_atomic(manifest_path.string(), manifest.dump(1) + "\n");
+  // Past the checks only the name, description and report defaults can differ, and those may change.
+  const std::string manifest_text = manifest.dump(1) + "\n";
+  if (read_text(manifest_path) != manifest_text) write_text_atomic(manifest_path.string(), manifest_text);
 
   SweepOutcome outcome;
   outcome.total = int(runs.size());

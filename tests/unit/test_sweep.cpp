@@ -455,11 +455,10 @@ class SweepPlacementGrid : public ::testing::Test {
     fs::create_directories(root_);
     sweep_file_ = (root_ / "sweep.yaml").string();
     write_text(sweep_file_, "base: " + kBase + "\n" + tiny_set() + kPlacementAxes);
-    reference_ = new Result(run_sweep(sweep_file_, root_ / "A"));
+    reference_ = run_sweep(sweep_file_, root_ / "A");
   }
   static void TearDownTestSuite() {
-    delete reference_;
-    reference_ = nullptr;
+    reference_.reset();
     if (::testing::UnitTest::GetInstance()->failed_test_count() == 0) fs::remove_all(root_);
   }
   void SetUp() override { ASSERT_EQ(reference_->exit_code, 0) << "the reference sweep failed:\n" << reference_->output; }
@@ -467,7 +466,7 @@ class SweepPlacementGrid : public ::testing::Test {
   static fs::path dir_a() { return root_ / "A"; }
   static inline fs::path root_;
   static inline std::string sweep_file_;
-  static inline Result* reference_ = nullptr;
+  static inline std::optional<Result> reference_;
 };
 
 TEST_F(SweepPlacementGrid, UninterruptedSweepFinishesEveryRunAndWritesTheManifest) {
