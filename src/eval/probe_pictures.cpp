@@ -67,7 +67,7 @@ std::string probe_page_html(const std::string& heading, const std::string& text_
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << svg::escape(heading)
      << "</title>\n<style>\nbody{font-family:sans-serif;margin:1.5em;color:#222}\n"
-        "pre{background:#f6f6f6;padding:0.8em;overflow-x:auto}\n"
+        "h1{font-size:1.4em;overflow-wrap:anywhere}pre{background:#f6f6f6;padding:0.8em;overflow-x:auto}\n"
         ".figures{display:flex;flex-wrap:wrap;gap:1.2em;align-items:flex-start}\n"
         "figure{margin:0}figcaption{font-size:0.85em;color:#555}\n"
         // Attention maps of long sequences are drawn with the heatmap's fixed cell size; scale them to the page.
