@@ -130,8 +130,8 @@ void write_status(const fs::path& run_dir, nlohmann::json status) {
   write_text_atomic((run_dir / "status.json").string(), status.dump(2) + "\n");
 }
 
-// Checks the directory against the grid, writes sweep.json, and with --force moves aside runs whose config
-// changed (nothing is deleted).
+// Checks the directory's sweep.json against the grid, and with --force moves aside runs whose config changed
+// (nothing is deleted). The caller writes the new sweep.json once every run directory has been checked.
 void prepare_directory(const std::string& dir, const nlohmann::json& manifest, const std::vector<SweepRun>& runs,
                        bool force) {
   const fs::path manifest_path = fs::path(dir) / "sweep.json";
@@ -159,7 +159,7 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
     }
   } else if (fs::exists(fs::path(dir) / "runs") && !fs::is_empty(fs::path(dir) / "runs") && !force) {
     throw Error("'" + dir + "' has runs/ but no sweep.json, so its runs cannot be matched to this grid; use another "
-                "--out, or --force to adopt the run directories whose run.yaml equals this grid's config");
+                "--out, or --force to adopt the run directories whose config.resolved.yaml equals this grid's config");
   }
 }
 
