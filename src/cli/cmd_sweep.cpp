@@ -35,7 +35,9 @@ int run_sweep_command(const SweepArgs& a) {
   options.jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / a.threads_per_run);
   options.force = a.force;
   options.live = isatty(STDERR_FILENO);
-  options.executable = fs::read_symlink("/proc/self/exe").string();
+  // The running binary itself, even if a rebuild replaces the file on disk meanwhile: every run of one
+  // sweep invocation trains with the same code.
+  options.executable = "/proc/self/exe";
   if (a.dry_run) {
     for (const SweepRun& run : runs) std::cout << options.out_dir << "/runs/" << run.name << "\n";
     std::cout << runs.size() << " runs, " << options.jobs << " at a time, " << a.threads_per_run << " thread(s) each\n";
