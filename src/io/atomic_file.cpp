@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine/error.h"
 
@@ -138,6 +140,12 @@ std::vector<std::byte> read_file(const std::string& path) {
   std::vector<std::byte> bytes(file.size());
   file.read_exact(bytes);
   return bytes;
+}
+
+std::optional<std::string> read_text_if_exists(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace canonlab

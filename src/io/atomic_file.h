@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,6 +66,10 @@ inline void write_text_atomic(const std::string& path, const std::string& text) 
 
 // The whole content of a file. Throws canonlab::Error naming the path and the errno text.
 std::vector<std::byte> read_file(const std::string& path);
+
+// The whole content of a text file, or nothing when it cannot be opened (status and summary files of runs
+// that have not written them yet).
+std::optional<std::string> read_text_if_exists(const std::string& path);
 
 // A file opened for sequential reading whose size is known before anything is read, so a parser can check
 // sizes stored inside the file against the real file size before allocating for them.

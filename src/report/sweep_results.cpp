@@ -4,11 +4,11 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace canonlab::report {
 
@@ -27,13 +27,7 @@ std::string to_string(RunState s) {
 
 namespace {
 
-std::optional<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::optional<std::string> read_text(const fs::path& p) { return read_text_if_exists(p.string()); }
 
 // Axis labels and run axis values are strings in the format, but a hand-written sweep.json may use numbers.
 std::string as_label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }

@@ -74,10 +74,7 @@ class BlockedStopSignals {
   sigset_t set_, previous_;
 };
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string read_text(const fs::path& path) { return read_text_if_exists(path.string()).value_or(""); }
 
 // The last lines of a failed run's log, preferring the line that says "error:".
 std::string failure_message(const fs::path& log_path) {
