@@ -20,6 +20,7 @@
 #include "sweep/child_process.h"
 #include "sweep/manifest.h"
 #include "sweep/overview.h"
+#include "train/checkpoint.h"
 
 namespace canonlab {
 
@@ -117,9 +118,14 @@ std::optional<int> latest_logged_step(const fs::path& metrics_path) {
   return step;
 }
 
+// The step of a run's latest checkpoint; 0 when there is none or it is unreadable (training reports that).
 int checkpoint_step(const fs::path& run_dir) {
-  auto j = nlohmann::json::parse(read_text(run_dir / "checkpoints" / "latest.json"), nullptr, false);
-  return j.is_discarded() ? 0 : j.value("step", 0);
+  try {
+    const std::optional<LatestCheckpoint> latest = read_latest_checkpoint((run_dir / "checkpoints").string());
+    return latest ? latest->step : 0;
+  } catch (const Error&) {
+    return 0;
+  }
 }
 
 void write_status(const fs::path& run_dir, nlohmann::json status) {

@@ -146,33 +146,31 @@ void save_checkpoint(const std::string& dir, const RunConfig& cfg, const Paramet
   }
 }
 
-std::string latest_model_path(const std::string& dir) {
+std::optional<LatestCheckpoint> read_latest_checkpoint(const std::string& dir) {
   const fs::path p = fs::path(dir) / "latest.json";
-  if (!fs::exists(p)) return "";
-  std::ifstream in(p);
-  nlohmann::json j;
+  if (!fs::exists(p)) return std::nullopt;
   try {
+    std::ifstream in(p);
+    nlohmann::json j;
     in >> j;
-    return (fs::path(dir) / j.at("model").get<std::string>()).string();
+    return LatestCheckpoint{j.at("step").get<int>(), (fs::path(dir) / j.at("model").get<std::string>()).string(),
+                            (fs::path(dir) / j.at("state").get<std::string>()).string()};
   } catch (const nlohmann::json::exception& e) {
     throw Error("'" + p.string() + "' is corrupt: " + e.what());
   }
 }
 
+std::string latest_model_path(const std::string& dir) {
+  const std::optional<LatestCheckpoint> latest = read_latest_checkpoint(dir);
+  return latest ? latest->model_path : "";
+}
+
 TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& cfg, ParameterStore<float>& params,
                                       AdamWState& opt) {
-  const fs::path latest = fs::path(dir) / "latest.json";
-  CANONLAB_CHECK(fs::exists(latest), "--resume: no checkpoint in '" + dir + "' (latest.json missing)");
-  nlohmann::json j;
-  try {
-    std::ifstream in(latest);
-    in >> j;
-    j.at("step").get<int>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("'" + latest.string() + "' is corrupt: " + e.what());
-  }
-  const std::string model_path = (fs::path(dir) / j["model"].get<std::string>()).string();
-  const std::string state_path = (fs::path(dir) / j["state"].get<std::string>()).string();
+  const std::optional<LatestCheckpoint> latest = read_latest_checkpoint(dir);
+  CANONLAB_CHECK(latest.has_value(), "--resume: no checkpoint in '" + dir + "' (latest.json missing)");
+  const std::string& model_path = latest->model_path;
+  const std::string& state_path = latest->state_path;
   // Read and validate both files completely before touching the model or the optimizer.
   SafetensorsFile model = read_safetensors(model_path);
   SafetensorsFile state = read_safetensors(state_path);
@@ -193,8 +191,8 @@ TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& c
                      " parameters");
   const int step = std::stoi(state.metadata.at("canonlab.step"));
   const int64_t adam_t = std::stoll(state.metadata.at("canonlab.adam_t"));
-  CANONLAB_CHECK(step == j["step"].get<int>(), "checkpoint '" + state_path + "' is for step " + std::to_string(step) +
-                                                   " but latest.json says " + std::to_string(j["step"].get<int>()));
+  CANONLAB_CHECK(step == latest->step, "checkpoint '" + state_path + "' is for step " + std::to_string(step) +
+                                          " but latest.json says " + std::to_string(latest->step));
   load_into(model, params, "");
   opt.m = m.to_vector<float>();
   opt.v = v.to_vector<float>();

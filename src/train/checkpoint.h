@@ -6,6 +6,7 @@
 // Each file is written atomically and latest.json is replaced last, so a crash at any moment leaves the
 // previous checkpoint fully valid. Loading validates the whole file (structure, checksum, every tensor's
 // name and shape against the model) before a single parameter is overwritten.
+#include <optional>
 #include <string>
 
 #include "config/run_config.h"
@@ -28,6 +29,12 @@ void load_model(const std::string& path, ParameterStore<float>& params);
 // Saves model + optimizer + cursor under dir, then points latest.json at them and prunes old checkpoints.
 void save_checkpoint(const std::string& dir, const RunConfig& cfg, const ParameterStore<float>& params,
                      const AdamWState& opt, const TrainingCursor& cursor);
+// What dir/latest.json points at; nothing when no checkpoint was written yet. Throws if it is corrupt.
+struct LatestCheckpoint {
+  int step = 0;
+  std::string model_path, state_path;
+};
+std::optional<LatestCheckpoint> read_latest_checkpoint(const std::string& dir);
 // Path of the model file of the latest checkpoint in dir, or "" if there is none.
 std::string latest_model_path(const std::string& dir);
 // Restores params, optimizer state and cursor from the latest checkpoint in dir; the stored config must equal
