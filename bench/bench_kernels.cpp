@@ -85,10 +85,10 @@ void BM_attention_forward(benchmark::State& state) {
   for (auto _ : state) {
     if (Fast)
       attention_forward(out.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld,
-                        (const float*)nullptr, kB, Tn, kH, kD, scale);
+                        (const float*)nullptr, 0, kB, Tn, kH, kD, scale);
     else
       attention_forward_naive(out.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld,
-                              (const float*)nullptr, kB, Tn, kH, kD, scale);
+                              (const float*)nullptr, 0, kB, Tn, kH, kD, scale);
     benchmark::DoNotOptimize(out.data());
   }
   set_gflops(state, attention_flops(Tn));
@@ -102,14 +102,14 @@ void BM_attention_backward(benchmark::State& state) {
   std::vector<float> scratch(attention_scratch_size(Tn, omp_get_max_threads()));
   const float scale = 1.0f / std::sqrt(float(kD));
   attention_forward(out.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld,
-                    (const float*)nullptr, kB, Tn, kH, kD, scale);
+                    (const float*)nullptr, 0, kB, Tn, kH, kD, scale);
   for (auto _ : state) {
     if (Fast)
       attention_backward(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(), qkv.data(),
-                         qkv.data() + kC, qkv.data() + 2 * kC, ld, kB, Tn, kH, kD, scale, scratch.data());
+                         qkv.data() + kC, qkv.data() + 2 * kC, ld, 0, kB, Tn, kH, kD, scale, scratch.data());
     else
       attention_backward_naive(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(),
-                               qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld, kB, Tn, kH, kD, scale,
+                               qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld, 0, kB, Tn, kH, kD, scale,
                                scratch.data());
     benchmark::DoNotOptimize(dqkv.data());
   }

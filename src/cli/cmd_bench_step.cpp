@@ -49,7 +49,7 @@ int run_bench_step(const BenchStepArgs& a) {
   const double median = ms.empty() ? 0 : ms[ms.size() / 2];
   nlohmann::json j = {{"ms_per_step", median},
                       {"tokens_per_step", B * T},
-                      {"model_gflop_per_step", transformer_train_flops(cfg.model, B, T) / 1e9},
+                      {"model_gflop_per_step", model_train_flops(cfg.model, B, T) / 1e9},
                       {"threads", thread_count()},
                       {"arena_mib", double(arena.high_water_bytes()) / (1 << 20)}};
   std::cout << j.dump() << "\n";

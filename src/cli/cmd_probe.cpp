@@ -2,11 +2,13 @@
 // The induction probes of a checkpoint (eval loss and copy_acc, per-head IPMR at delta = 1 and the key-shift
 // offset, top heads, mean and global IPMR) plus attention maps of chosen heads on held-out sequences, written
 // as probe.json, SVG pictures and a self-contained index.html.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "config/model_shapes.h"
 #include "data/copy_task.h"
 #include "engine/error.h"
 #include "eval/attention_maps.h"
@@ -82,8 +84,17 @@ int run_probe_command(const ProbeArgs& a) {
   const auto* task = dynamic_cast<const CopyTask*>(c.task.get());
   CANONLAB_CHECK(task, "probe measures induction on the copy task; '" + c.path + "' was trained on task '" +
                            c.task->name() + "'");
+  const std::string mixers = mixer_letters(c.model->config());
+  CANONLAB_CHECK(std::ranges::any_of(mixers, is_attention_letter),
+                 "probe reads attention patterns, but '" + c.path + "' is a model of family '" + c.model->config().family +
+                     "' without attention layers (layers: " + mixers + ")");
   // Checked before the probe runs, so a typo fails at once.
   std::vector<HeadId> heads = a.heads.empty() ? std::vector<HeadId>{} : parse_heads_option(a.heads, c.model->config());
+  for (const HeadId& h : heads)
+    CANONLAB_CHECK(is_attention_letter(mixers[size_t(h.layer)]),
+                   "--heads: " + h.name() + " is in layer " + std::to_string(h.layer) + ", which is a '" +
+                       std::string(1, mixers[size_t(h.layer)]) + "' layer, not attention (layers: " + mixers +
+                       "; A and S have heads)");
 
   const ProbeResult probe = run_probe(*c.model, *task, c.cfg);
   const IpmrResult& ipmr = *probe.ipmr;

@@ -10,7 +10,7 @@
 namespace canonlab {
 
 struct CanonConfig {
-  std::string set;              // letters from "ABCD" (lowercase b reserved for families with a built-in conv)
+  std::string set;              // letters from "ABCD", and "b" (the family's own conv) in linear-time families
   int kernel_size = 4;          // >= 1
   bool residual = true;         // h + conv(h)
   std::string activation = "none";  // none | silu | elu
@@ -30,6 +30,7 @@ struct AttentionConfig {
   std::string scoring = "softmax";  // softmax | sign_ste
   std::string ste_grad = "identity";  // identity | clipped  (clipped: gradient passes only where |x| <= 1)
   bool qkv_bias = false;
+  int window = 64;                // sliding-window size of `S` layers in hybrid patterns: a query at t sees t-window+1 .. t
   KeyShiftConfig key_shift;
 };
 
@@ -39,8 +40,47 @@ struct MlpConfig {
   bool bias = false;
 };
 
+// Shared by the linear-time families (docs/linear-families.md).
+struct RecurrentConfig {
+  int chunk_size = 64;          // chunk length of the chunked kernels; any value >= 1
+  int conv_kernel = 4;          // kernel of the family's own short convolution (Canon-b)
+  std::string kernel = "chunked";  // chunked | naive (the per-step reference recurrence)
+};
+
+struct Mamba2Config {
+  int d_state = 64;             // N
+  int expand = 2;               // d_inner = expand * d_model
+  int headdim = 0;              // P; 0 = d_inner / n_heads
+  int ngroups = 1;              // G: B and C are shared by n_heads / G heads
+  bool mlp = false;             // "Mamba2(mlp)": a gated MLP after the mixer in every Mamba2 layer
+  double dt_min = 1e-3;
+  double dt_max = 0.1;
+  double dt_init_floor = 1e-4;
+  double a_min = 1.0;           // A_log = log U[a_min, a_max]
+  double a_max = 16.0;
+  std::string init = "default"; // default | mimetic
+};
+
+struct GlaConfig {
+  double expand_k = 0.5;
+  double expand_v = 1.0;
+  std::string feature_map = "none";  // none | elu_plus_one | relu | silu
+  int gate_low_rank_dim = 16;
+  double gate_logit_normalizer = 16.0;
+  double clamp_min = 0.0;       // lower bound of the log forget gate; 0 = no clamp
+  bool output_gate = true;
+};
+
+struct DeltaConfig {             // Gated DeltaNet and DeltaNet
+  double expand_k = 0.75;
+  double expand_v = 1.5;
+  bool output_gate = true;
+  bool allow_neg_eigval = false; // beta in (0, 2) instead of (0, 1)
+};
+
 struct ModelConfig {
-  std::string family = "transformer";
+  std::string family = "transformer";  // transformer | mamba2 | gla | gdn | deltanet | hybrid
+  std::string layer_pattern;    // hybrid only: one letter per layer from A M G D N S
   int d_model = 128;
   int n_layers = 4;
   int n_heads = 4;
@@ -53,6 +93,10 @@ struct ModelConfig {
   AttentionConfig attention;
   MlpConfig mlp;
   CanonConfig canon;
+  RecurrentConfig recurrent;
+  Mamba2Config mamba2;
+  GlaConfig gla;
+  DeltaConfig delta;
 };
 
 struct TaskConfig {

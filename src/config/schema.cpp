@@ -22,7 +22,10 @@ std::vector<KeySpec> build_table() {
   std::vector<KeySpec> keys;
   auto add = [&](KeySpec key) { keys.push_back(std::move(key)); };
 
-  add(CANONLAB_KEY(model.family, "model family; only the transformer exists so far").one_of({"transformer"}));
+  add(CANONLAB_KEY(model.family, "model family: the mixer of every layer (docs/linear-families.md); hybrid reads layer_pattern")
+          .one_of({"transformer", "mamba2", "gla", "gdn", "deltanet", "hybrid"}));
+  add(CANONLAB_KEY(model.layer_pattern, "hybrid only: one mixer letter per layer, A attention, S sliding-window attention, M Mamba2, G GLA, D Gated DeltaNet, N DeltaNet")
+          .with_rule("exactly n_layers letters when family is hybrid; empty otherwise"));
   add(CANONLAB_KEY(model.d_model, "residual stream width").at_least(1).with_rule("divisible by model.n_heads"));
   add(CANONLAB_KEY(model.n_layers, "number of transformer blocks").at_least(1));
   add(CANONLAB_KEY(model.n_heads, "attention heads per layer; head_dim = d_model / n_heads").at_least(1));
@@ -47,6 +50,7 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.attention.ste_grad, "sign_ste backward: identity, or clipped (passes only where |x| <= 1)")
           .one_of({"identity", "clipped"}));
   add(CANONLAB_KEY(model.attention.qkv_bias, "bias on the Q, K, V projections"));
+  add(CANONLAB_KEY(model.attention.window, "sliding-window size of S layers: a query at t sees keys t-window+1 .. t").at_least(1));
   add(CANONLAB_KEY(model.attention.key_shift.layers, "layers whose keys are computed from x[t] + x[t - offset]")
           .with_rule("each in [0, n_layers), no duplicates"));
   add(CANONLAB_KEY(model.attention.key_shift.offset, "how far back the key shift looks").at_least(1));
@@ -55,8 +59,8 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.mlp.hidden_dim, "MLP width; 0 = 4 * d_model (gelu, relu2) or round(8 * d_model / 3) (swiglu)").at_least(0));
   add(CANONLAB_KEY(model.mlp.bias, "bias on the MLP projections"));
 
-  add(CANONLAB_KEY(model.canon.set, "Canon layers: A before attention, B on QKV, C before MLP, D inside the MLP; empty = none")
-          .with_rule("letters from ABCD, each once (lowercase b is for linear-time families)"));
+  add(CANONLAB_KEY(model.canon.set, "Canon layers: A before the mixer, B on the mixer inputs (QKV), C before MLP, D inside the MLP; b = the linear family's own conv1d; empty = none")
+          .with_rule("letters from ABCD, each once; b (or bb) only in linear-time families"));
   add(CANONLAB_KEY(model.canon.kernel_size, "causal conv kernel length").at_least(1));
   add(CANONLAB_KEY(model.canon.residual, "h + conv(h) instead of conv(h)"));
   add(CANONLAB_KEY(model.canon.activation, "activation on the conv output").one_of({"none", "silu", "elu"}));
@@ -64,6 +68,35 @@ std::vector<KeySpec> build_table() {
           .at_least(0)
           .with_rule("divides each channel count it applies to: A/C d_model, B 3*d_model, D the MLP up width"));
   add(CANONLAB_KEY(model.canon.norm, "norm on the conv output before the residual add").one_of({"none", "layernorm", "rmsnorm"}));
+
+  add(CANONLAB_KEY(model.recurrent.chunk_size, "chunk length of the chunked linear-time kernels").at_least(1));
+  add(CANONLAB_KEY(model.recurrent.conv_kernel, "kernel of the linear families' own short conv (Canon-b)").at_least(1));
+  add(CANONLAB_KEY(model.recurrent.kernel, "chunked (fast) or naive (per-step reference recurrence)").one_of({"chunked", "naive"}));
+
+  add(CANONLAB_KEY(model.mamba2.d_state, "SSM state size N").at_least(1));
+  add(CANONLAB_KEY(model.mamba2.expand, "d_inner = expand * d_model").at_least(1));
+  add(CANONLAB_KEY(model.mamba2.headdim, "SSM head dim P; 0 = d_inner / n_heads").at_least(0).with_rule("divides d_inner"));
+  add(CANONLAB_KEY(model.mamba2.ngroups, "groups sharing B and C").at_least(1).with_rule("divides the number of SSM heads"));
+  add(CANONLAB_KEY(model.mamba2.mlp, "Mamba2(mlp): a gated MLP after the mixer in every Mamba2 layer"));
+  add(CANONLAB_KEY(model.mamba2.dt_min, "dt init: log-uniform lower end").above(0));
+  add(CANONLAB_KEY(model.mamba2.dt_max, "dt init: log-uniform upper end").above(0).with_rule(">= dt_min"));
+  add(CANONLAB_KEY(model.mamba2.dt_init_floor, "dt init floor").above(0));
+  add(CANONLAB_KEY(model.mamba2.a_min, "A_log = log U[a_min, a_max]").above(0));
+  add(CANONLAB_KEY(model.mamba2.a_max, "A_log = log U[a_min, a_max]").above(0).with_rule(">= a_min"));
+  add(CANONLAB_KEY(model.mamba2.init, "default, or mimetic (decay near 1, dt near 1, C = B projections, identity conv1d)").one_of({"default", "mimetic"}));
+
+  add(CANONLAB_KEY(model.gla.expand_k, "key width = expand_k * d_model").above(0));
+  add(CANONLAB_KEY(model.gla.expand_v, "value width = expand_v * d_model").above(0));
+  add(CANONLAB_KEY(model.gla.feature_map, "feature map on q and k").one_of({"none", "elu_plus_one", "relu", "silu"}));
+  add(CANONLAB_KEY(model.gla.gate_low_rank_dim, "rank of the forget-gate projection").at_least(1));
+  add(CANONLAB_KEY(model.gla.gate_logit_normalizer, "log forget gate = logsigmoid(.) / normalizer").above(0));
+  add(CANONLAB_KEY(model.gla.clamp_min, "lower clamp of the log forget gate; 0 = none").at_most(0));
+  add(CANONLAB_KEY(model.gla.output_gate, "swish output gate after the per-head norm"));
+
+  add(CANONLAB_KEY(model.delta.expand_k, "Gated DeltaNet / DeltaNet key width = expand_k * d_model").above(0));
+  add(CANONLAB_KEY(model.delta.expand_v, "value width = expand_v * d_model").above(0));
+  add(CANONLAB_KEY(model.delta.output_gate, "swish output gate after the per-head norm"));
+  add(CANONLAB_KEY(model.delta.allow_neg_eigval, "beta in (0, 2) instead of (0, 1)"));
 
   // Planned tasks (associative recall, multi-query recall, ...) are added to this list as they are implemented.
   add(CANONLAB_KEY(task.name, "synthetic task").one_of({"copy"}));
@@ -81,7 +114,7 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(train.min_lr_frac, "cosine floor as a fraction of lr").at_least(0).at_most(1));
   add(CANONLAB_KEY(train.weight_decay, "AdamW decoupled weight decay").at_least(0));
   add(CANONLAB_KEY(train.decay_on, "parameter groups that get weight decay")
-          .one_of({"linear", "embedding", "canon", "norm", "bias"})
+          .one_of({"linear", "embedding", "canon", "norm", "bias", "ssm"})
           .with_rule("no duplicates"));
   add(CANONLAB_KEY(train.beta1, "AdamW beta1").at_least(0).below(1));
   add(CANONLAB_KEY(train.beta2, "AdamW beta2").at_least(0).below(1));

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "config/model_shapes.h"
 #include "config/schema.h"
 #include "engine/error.h"
 
@@ -132,47 +133,122 @@ int default_mlp_hidden(const MlpConfig& mlp, int d_model) {
 
 int mlp_up_width(const MlpConfig& mlp) { return mlp.kind == "swiglu" ? 2 * mlp.hidden_dim : mlp.hidden_dim; }
 
-void check_canon_letters(const CanonConfig& canon, const std::string& family) {
+// Letters are A, B, C, D (each once) and, where some layer has its own short conv, b ("bb" is the paper's
+// file-name spelling of b).
+void check_canon_letters(CanonConfig& canon, const ModelConfig& model, const std::string& letters) {
+  const bool has_conv_family = letters.find_first_of("MGDN") != std::string::npos;
+  const std::string given = canon.set;
+  if (has_conv_family) {
+    const size_t bb = canon.set.find("bb");
+    if (bb != std::string::npos) canon.set.erase(bb, 1);
+  }
+  const std::string allowed = has_conv_family ? "A, b, B, C, D" : "A, B, C, D";
   std::set<char> seen;
   for (char letter : canon.set) {
-    if (letter == 'b') {
-      fail("model.canon.set: lowercase 'b' in " + single_quoted(canon.set) +
-           " means the built-in short convolution of linear-time families (Mamba, GLA, ...); the " + family +
-           " family has no built-in conv. Canon-B on the Q/K/V projections is uppercase 'B'; allowed letters: A, B, C, D");
+    if (letter == 'b' && !has_conv_family) {
+      fail("model.canon.set: lowercase 'b' in " + single_quoted(given) +
+           " means the built-in short convolution of linear-time families (Mamba2, GLA, GDN, DeltaNet); the " +
+           model.family + " family has no built-in conv. Canon-B on the Q/K/V projections is uppercase 'B'; allowed letters: " + allowed);
     }
-    if (std::string_view("ABCD").find(letter) == std::string_view::npos) {
-      fail("model.canon.set: letter " + single_quoted(std::string(1, letter)) + " in " + single_quoted(canon.set) +
-           " is not allowed; allowed letters: A, B, C, D (uppercase, each at most once)");
+    if (std::string_view("AbBCD").find(letter) == std::string_view::npos) {
+      fail("model.canon.set: letter " + single_quoted(std::string(1, letter)) + " in " + single_quoted(given) +
+           " is not allowed; allowed letters: " + allowed + " (uppercase, and b for the family's own conv; each at most once)");
     }
     if (!seen.insert(letter).second) {
-      fail("model.canon.set: " + single_quoted(std::string(1, letter)) + " appears twice in " + single_quoted(canon.set) +
-           "; each of A, B, C, D at most once");
+      fail("model.canon.set: " + single_quoted(std::string(1, letter)) + " appears twice in " + single_quoted(given) +
+           "; each of " + allowed + " at most once");
     }
   }
+  const bool any_mlp = std::ranges::any_of(letters, [&](char l) { return layer_has_mlp(model, l); });
+  for (char letter : std::string("CD"))
+    if (!any_mlp && canon.set.find(letter) != std::string::npos)
+      fail("model.canon.set: Canon-" + std::string(1, letter) + " in " + single_quoted(given) +
+           " sits in the MLP, but Mamba2 layers have no MLP unless model.mamba2.mlp is true; allowed letters here: A, b, B");
 }
 
 // Channels each Canon position convolves over; groups must divide every one that is in use.
-void check_canon_groups(const CanonConfig& canon, const ModelConfig& model) {
+void check_canon_groups(const CanonConfig& canon, const ModelConfig& model, const std::string& letters) {
   if (canon.groups == 0) return;  // depthwise
-  for (char letter : canon.set) {
-    int channels = model.d_model;
-    std::string what = "d_model";
-    if (letter == 'B') channels = 3 * model.d_model, what = "3 * d_model, the Q/K/V width";
-    if (letter == 'D') {
-      channels = mlp_up_width(model.mlp);
-      what = model.mlp.kind == "swiglu" ? "2 * mlp.hidden_dim, the gated up width" : "mlp.hidden_dim";
-    }
+  auto check = [&](int channels, char letter, const std::string& what) {
     if (channels % canon.groups != 0) {
       fail("model.canon.groups: " + std::to_string(canon.groups) + " does not divide the " +
            std::to_string(channels) + " channels of Canon-" + letter + " (" + what +
            "); groups must divide every channel count in use, or be 0 for depthwise");
     }
+  };
+  for (char letter : canon.set) {
+    if (letter == 'A' || letter == 'C') check(model.d_model, letter, "d_model");
+    if (letter == 'D')
+      check(mlp_up_width(model.mlp), letter,
+            model.mlp.kind == "swiglu" ? "2 * mlp.hidden_dim, the gated up width" : "mlp.hidden_dim");
+    if (letter == 'B')
+      for (char mixer : std::set<char>(letters.begin(), letters.end()))
+        check(canon_b_width(model, mixer), letter,
+              is_attention_letter(mixer) ? "3 * d_model, the Q/K/V width"
+              : mixer == 'M'             ? "the Mamba2 in_proj width"
+                                         : "the q|k|v width of the " + std::string(1, mixer) + " layers");
   }
 }
 
-// Letters are validated, then written in ABCD order so equal configs compare equal as text.
+// Letters are validated, then written in AbBCD order so equal configs compare equal as text.
 void normalize_canon_set(CanonConfig& canon) {
-  std::ranges::sort(canon.set, {}, [](char letter) { return std::string_view("ABCD").find(letter); });
+  std::ranges::sort(canon.set, {}, [](char letter) { return std::string_view("AbBCD").find(letter); });
+}
+
+void check_layer_pattern(const ModelConfig& model) {
+  if (model.family != "hybrid") {
+    if (!model.layer_pattern.empty())
+      fail("model.layer_pattern: " + single_quoted(model.layer_pattern) + " is only read when model.family is 'hybrid' (it is " +
+           single_quoted(model.family) + "); allowed: empty, or set model.family: hybrid");
+    return;
+  }
+  if (int(model.layer_pattern.size()) != model.n_layers)
+    fail("model.layer_pattern: " + single_quoted(model.layer_pattern) + " has " + std::to_string(model.layer_pattern.size()) +
+         " letters but model.n_layers is " + std::to_string(model.n_layers) + "; allowed: one letter per layer");
+  for (size_t i = 0; i < model.layer_pattern.size(); i++)
+    if (std::string_view("AMGDNS").find(model.layer_pattern[i]) == std::string_view::npos)
+      fail("model.layer_pattern: letter " + single_quoted(std::string(1, model.layer_pattern[i])) + " (layer " + std::to_string(i) +
+           ") in " + single_quoted(model.layer_pattern) +
+           " is not a mixer; allowed: A attention, S sliding-window attention, M Mamba2, G GLA, D Gated DeltaNet, N DeltaNet");
+}
+
+// Sizes of the linear-time mixers must come out whole; headdim 0 is resolved here.
+void resolve_linear_shapes(ModelConfig& model, const std::string& letters) {
+  const std::string heads = std::to_string(model.n_heads);
+  if (letters.find('M') != std::string::npos) {
+    Mamba2Config& m = model.mamba2;
+    const int d_inner = m.expand * model.d_model;
+    if (m.headdim == 0) {
+      if (d_inner % model.n_heads != 0)
+        fail("model.mamba2.headdim: 0 means d_inner / n_heads, but d_inner = expand * d_model = " + std::to_string(d_inner) +
+             " is not divisible by model.n_heads = " + heads + "; set headdim to a divisor of " + std::to_string(d_inner));
+      m.headdim = d_inner / model.n_heads;
+    }
+    if (d_inner % m.headdim != 0)
+      fail("model.mamba2.headdim: " + std::to_string(m.headdim) + " does not divide d_inner = expand * d_model = " +
+           std::to_string(d_inner) + "; allowed: divisors of " + std::to_string(d_inner) + ", or 0 for d_inner / n_heads");
+    const int ssm_heads = d_inner / m.headdim;
+    if (ssm_heads % m.ngroups != 0)
+      fail("model.mamba2.ngroups: " + std::to_string(m.ngroups) + " does not divide the " + std::to_string(ssm_heads) +
+           " SSM heads (d_inner / headdim); allowed: divisors of " + std::to_string(ssm_heads));
+    if (m.dt_max < m.dt_min)
+      fail("model.mamba2.dt_max: " + format_double(m.dt_max) + " is below model.mamba2.dt_min = " + format_double(m.dt_min));
+    if (m.a_max < m.a_min)
+      fail("model.mamba2.a_max: " + format_double(m.a_max) + " is below model.mamba2.a_min = " + format_double(m.a_min));
+  }
+  for (char letter : std::string("GDN")) {
+    if (letters.find(letter) == std::string::npos) continue;
+    const std::string section = letter == 'G' ? "model.gla" : "model.delta";
+    const QkvShape s = qkv_shape(model, letter);
+    const double ek = letter == 'G' ? model.gla.expand_k : model.delta.expand_k;
+    const double ev = letter == 'G' ? model.gla.expand_v : model.delta.expand_v;
+    if (s.key_width < model.n_heads || s.key_width % model.n_heads != 0)
+      fail(section + ".expand_k: " + format_double(ek) + " gives a key width int(d_model * expand_k) = " + std::to_string(s.key_width) +
+           " that is not a positive multiple of model.n_heads = " + heads);
+    if (s.value_width < model.n_heads || s.value_width % model.n_heads != 0)
+      fail(section + ".expand_v: " + format_double(ev) + " gives a value width int(d_model * expand_v) = " +
+           std::to_string(s.value_width) + " that is not a positive multiple of model.n_heads = " + heads);
+  }
 }
 
 }  // namespace
@@ -187,8 +263,18 @@ void resolve_and_validate(RunConfig& config) {
   resolve_rope_dim(model.attention, head_dim);
   check_key_shift(model.attention.key_shift, model.n_layers);
   if (model.mlp.hidden_dim == 0) model.mlp.hidden_dim = default_mlp_hidden(model.mlp, model.d_model);
-  check_canon_letters(model.canon, model.family);
-  check_canon_groups(model.canon, model);
+  check_layer_pattern(model);
+  const std::string letters = mixer_letters(model);
+  resolve_linear_shapes(model, letters);
+  for (size_t i = 0; i < model.attention.key_shift.layers.size(); ++i) {
+    const int layer = model.attention.key_shift.layers[i];
+    if (!is_attention_letter(letters[size_t(layer)]))
+      fail("model.attention.key_shift.layers[" + std::to_string(i) + "]: layer " + std::to_string(layer) + " is a '" +
+           std::string(1, letters[size_t(layer)]) + "' layer (" + model.family +
+           "); the key shift applies to attention layers only (A or S in model.layer_pattern)");
+  }
+  check_canon_letters(model.canon, model, letters);
+  check_canon_groups(model.canon, model, letters);
   normalize_canon_set(model.canon);
 
   if (config.train.data_seed == 0) config.train.data_seed = config.train.seed + 1;

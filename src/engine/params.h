@@ -2,6 +2,8 @@
 // All parameters of a model live in one allocation, and so do their gradients. Modules register their
 // tensors during construction (name, shape, init, decay group); finalize() allocates and initialises.
 // The optimizer, gradient clipping and checkpoints then work on flat spans.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -12,10 +14,13 @@
 
 namespace canonlab {
 
-enum class InitKind { normal, uniform, ones, zeros };
+// log_uniform: log U[lo, hi] (Mamba2's A_log). inverse_softplus_dt: softplus^-1(dt) with dt log-uniform in
+// [lo, hi] and floored at `scale` (the dt_bias init of Mamba2 and Gated DeltaNet).
+enum class InitKind { normal, uniform, ones, zeros, constant, log_uniform, inverse_softplus_dt };
 
 // Which weight-decay group a parameter belongs to (config `train.decay_on`).
-enum class ParamGroup { linear, embedding, canon, norm, bias };
+// ssm: the decay and skip parameters of the linear-time mixers (A_log, dt_bias, D), never decayed by default.
+enum class ParamGroup { linear, embedding, canon, norm, bias, ssm };
 inline const char* param_group_name(ParamGroup g) {
   switch (g) {
     case ParamGroup::linear: return "linear";
@@ -23,17 +28,24 @@ inline const char* param_group_name(ParamGroup g) {
     case ParamGroup::canon: return "canon";
     case ParamGroup::norm: return "norm";
     case ParamGroup::bias: return "bias";
+    case ParamGroup::ssm: return "ssm";
   }
   return "?";
 }
 
 struct InitSpec {
   InitKind kind = InitKind::normal;
-  double scale = 0.02;  // std for normal, half-width for uniform
+  double scale = 0.02;  // std for normal, half-width for uniform, the value for constant, the floor for dt
+  double lo = 0, hi = 0;
   static InitSpec normal(double std) { return {InitKind::normal, std}; }
   static InitSpec uniform(double bound) { return {InitKind::uniform, bound}; }
   static InitSpec ones() { return {InitKind::ones, 0}; }
   static InitSpec zeros() { return {InitKind::zeros, 0}; }
+  static InitSpec constant(double value) { return {InitKind::constant, value}; }
+  static InitSpec log_uniform(double lo, double hi) { return {InitKind::log_uniform, 0, lo, hi}; }
+  static InitSpec inverse_softplus_dt(double dt_min, double dt_max, double floor) {
+    return {InitKind::inverse_softplus_dt, floor, dt_min, dt_max};
+  }
 };
 
 struct ParamInfo {
@@ -96,6 +108,14 @@ class ParameterStore {
           case InitKind::uniform: v[j] = T((2.0 * rng.uniform() - 1.0) * p.init.scale); break;
           case InitKind::ones: v[j] = T(1); break;
           case InitKind::zeros: v[j] = T(0); break;
+          case InitKind::constant: v[j] = T(p.init.scale); break;
+          case InitKind::log_uniform: v[j] = T(std::log(p.init.hi - rng.uniform() * (p.init.hi - p.init.lo))); break;  // (lo, hi]: never log 0
+          case InitKind::inverse_softplus_dt: {
+            double dt = std::exp(rng.uniform() * (std::log(p.init.hi) - std::log(p.init.lo)) + std::log(p.init.lo));
+            dt = std::max(dt, p.init.scale);
+            v[j] = T(dt + std::log(-std::expm1(-dt)));  // softplus(v) = dt
+            break;
+          }
         }
       }
     }

@@ -1,19 +1,42 @@
 #pragma once
 // Model FLOPs of one training step (forward + backward = 3x forward), counting multiply-adds as 2 FLOPs:
 //   matmuls: 6 * tokens * (parameters in projection matrices, lm_head included)
-//   attention scores and weighted values: 6 * 2 * B * H * (T*(T+1)/2) * D per layer (causal half only)
-// Elementwise work (norms, Canon convolutions, softmax) is not counted, as is customary.
+//   attention scores and weighted values: 6 * 2 * B * H * (visible query-key pairs) * D per attention layer
+//     (the causal half, or the window of S layers)
+//   linear-time recurrences, per token and head (the per-step algorithm, not the chunked one's extra work):
+//     Mamba2 and GLA 4·K·V (state update and readout), (Gated) DeltaNet 6·K·V (also the prediction Sᵀk); x3
+// Elementwise work (norms, Canon and short convolutions, gates, softmax) is not counted, as is customary.
+#include "config/model_shapes.h"
 #include "config/run_config.h"
 
 namespace canonlab {
 
-inline double transformer_train_flops(const ModelConfig& m, int B, int T) {
-  const double C = m.d_model, V = m.vocab_size, L = m.n_layers, Hd = m.mlp.hidden_dim;
-  const double mlp_mats = m.mlp.kind == "swiglu" ? 3 : 2;
-  const double matrix_params = L * (4 * C * C + mlp_mats * C * Hd) + V * C;
+inline double model_train_flops(const ModelConfig& m, int B, int T) {
+  const double C = m.d_model, V = m.vocab_size, Hd = m.mlp.hidden_dim, H = m.n_heads;
   const double tokens = double(B) * T;
-  const double attn = L * 2.0 * B * m.n_heads * (double(T) * (T + 1) / 2) * (C / m.n_heads);
-  return 6.0 * tokens * matrix_params + 6.0 * attn;
+  const double mlp_params = (m.mlp.kind == "swiglu" ? 3 : 2) * C * Hd;
+  double matrix_params = V * C, attention = 0, recurrence = 0;
+  for (char letter : mixer_letters(m)) {
+    if (layer_has_mlp(m, letter)) matrix_params += mlp_params;
+    if (is_attention_letter(letter)) {
+      matrix_params += 4 * C * C;
+      double pairs = 0;
+      for (int t = 0; t < T; t++) pairs += (letter == 'S' && m.attention.window < t + 1) ? m.attention.window : t + 1;
+      attention += 2.0 * B * H * pairs * (C / H);
+    } else if (letter == 'M') {
+      const Mamba2Shape s = mamba2_shape(m);
+      matrix_params += C * s.d_in_proj + double(s.d_inner) * C;
+      recurrence += tokens * s.heads * 4.0 * s.headdim * s.d_state;
+    } else {
+      const QkvShape s = qkv_shape(m, letter);
+      const bool gate = letter == 'G' ? m.gla.output_gate : m.delta.output_gate;
+      matrix_params += C * (2.0 * s.key_width + s.value_width) + (gate ? 2.0 : 1.0) * C * s.value_width;  // q k v o (g)
+      if (letter == 'G') matrix_params += double(m.gla.gate_low_rank_dim) * (C + s.key_width);
+      else matrix_params += (letter == 'D' ? 2 : 1) * C * H;  // b_proj (and a_proj)
+      recurrence += tokens * H * (letter == 'G' ? 4.0 : 6.0) * s.head_k * s.head_v;
+    }
+  }
+  return 6.0 * tokens * matrix_params + 6.0 * attention + 3.0 * recurrence;
 }
 
 }  // namespace canonlab

@@ -1,5 +1,7 @@
 #include "eval/ipmr.h"
 
+#include "config/model_shapes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +13,10 @@ namespace canonlab {
 std::vector<std::tuple<int, int, double>> IpmrResult::top_heads(int delta, int k) const {
   std::vector<std::tuple<int, int, double>> heads;
   const std::vector<double>& rates = per_head.at(delta);
-  for (int l = 0; l < n_layers; l++)
+  for (int l = 0; l < n_layers; l++) {
+    if (!layer_mixers.empty() && !is_attention_letter(layer_mixers[size_t(l)])) continue;
     for (int h = 0; h < n_heads; h++) heads.emplace_back(l, h, rates[size_t(l) * n_heads + h]);
+  }
   std::stable_sort(heads.begin(), heads.end(), [](auto& a, auto& b) { return std::get<2>(a) > std::get<2>(b); });
   if (int(heads.size()) > k) heads.resize(k);
   return heads;
@@ -23,6 +27,8 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
   IpmrResult r;
   r.n_layers = mc.n_layers;
   r.n_heads = mc.n_heads;
+  r.layer_mixers = mixer_letters(mc);
+  r.attention_heads = int(std::count_if(r.layer_mixers.begin(), r.layer_mixers.end(), is_attention_letter)) * mc.n_heads;
   std::set<int> deltas{1};
   if (!cfg.model.attention.key_shift.layers.empty()) deltas.insert(cfg.model.attention.key_shift.offset);
   r.deltas.assign(deltas.begin(), deltas.end());
@@ -93,14 +99,14 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
       x /= std::max(1, r.n_queries);
       sum += x;
     }
-    r.mean[d] = sum / std::max(1, L * H);
+    r.mean[d] = sum / std::max(1, r.attention_heads);
     r.global[d] = global_hits[d] / std::max(1, r.n_queries);
     r.confident[d] = confident_hits[d] / std::max(1, r.n_queries);
   }
   double ch = 0, chg = 0;
   for (int q = q_begin; q <= q_end; q++) {
     ch += 1.0 / (q + 1);
-    chg += 1.0 - std::pow(1.0 - 1.0 / (q + 1), L * H);
+    chg += 1.0 - std::pow(1.0 - 1.0 / (q + 1), r.attention_heads);
   }
   r.chance_head = nq ? ch / nq : 0;
   r.chance_global = nq ? chg / nq : 0;

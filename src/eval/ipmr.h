@@ -12,6 +12,8 @@
 //                  sequences (72% chance for 16 heads at n_symbols = 8)
 //   chance         per head: mean over q of 1/(q+1) (uniform causal attention);
 //                  global: mean over q of 1 - (1 - 1/(q+1))^(L*H) (independent uniform heads)
+// In hybrids only the attention layers (A, S) have heads; the rows of the other layers stay 0 and are left out
+// of the top heads, the mean and the chance levels. Models without attention layers get no IPMR.
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +27,8 @@ namespace canonlab {
 
 struct IpmrResult {
   int n_layers = 0, n_heads = 0, n_sequences = 0, n_queries = 0;
+  std::string layer_mixers;  // one letter per layer (config/model_shapes.h); only A and S layers have heads
+  int attention_heads = 0;   // heads in attention layers: what mean and chance_global count
   std::vector<int> deltas;
   std::map<int, std::vector<double>> per_head;  // delta -> (L * H) row-major rates
   std::map<int, double> global, mean, confident;

@@ -1,6 +1,9 @@
 #include "eval/probe.h"
 
+#include <algorithm>
 #include <filesystem>
+
+#include "config/model_shapes.h"
 
 #include "data/copy_task.h"
 #include "engine/error.h"
@@ -34,7 +37,10 @@ ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunCo
   r.eval = std::move(eval);
   r.top_k = cfg.probe.top_heads;
   // IPMR needs to know where the earlier occurrence of each token is, which only the copy task defines.
-  if (auto* copy = dynamic_cast<const CopyTask*>(&task)) r.ipmr = measure_ipmr(model, *copy, cfg);
+  // Attention patterns exist only in attention layers.
+  const std::string mixers = mixer_letters(model.config());
+  const bool has_attention = std::ranges::any_of(mixers, is_attention_letter);
+  if (auto* copy = dynamic_cast<const CopyTask*>(&task); copy && has_attention) r.ipmr = measure_ipmr(model, *copy, cfg);
   return r;
 }
 

@@ -1,11 +1,11 @@
-#include "models/transformer.h"
+#include "models/decoder_model.h"
 
 namespace canonlab {
 
 template <class T>
 std::unique_ptr<LanguageModel<T>> build_model(const ModelConfig& cfg, uint64_t seed) {
-  if (cfg.family == "transformer") return std::make_unique<Transformer<T>>(cfg, seed);
-  throw Error("model.family: '" + cfg.family + "' is not built into this version; allowed: transformer");
+  // The family is validated with the config; every family is the same decoder with different mixers.
+  return std::make_unique<DecoderModel<T>>(cfg, seed);
 }
 
 template std::unique_ptr<LanguageModel<float>> build_model<float>(const ModelConfig&, uint64_t);

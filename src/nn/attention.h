@@ -4,7 +4,9 @@
 //   scoring:   softmax of scaled q.k, or sign_ste: q, k replaced by sign() in forward, straight-through backward
 //   key shift: keys computed from x[t] + x[t - offset] at chosen layers
 //   Canon-B:   a Canon layer over the concatenated q|k|v before positions are applied
+//   window:    sliding window, a query at t sees keys t − w < s <= t (the model assembly picks the layers)
 // q, k, v live as column blocks of one (B*T, 3C) buffer so Canon-B sees the concatenation without copies.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -31,8 +33,11 @@ inline std::vector<double> alibi_slopes(int n_heads) {
 template <class T>
 class Attention final : public SequenceMixer<T> {
  public:
-  Attention(ParameterStore<T>& store, const std::string& name, int layer, const ModelConfig& cfg)
-      : name_(name), probs_name_(name + ".probs"), layer_(layer), C_(cfg.d_model), H_(cfg.n_heads), D_(cfg.d_model / cfg.n_heads) {
+  // window: 0 = full causal attention, w > 0 = sliding window of w keys. Not read from cfg.attention.window:
+  // whether a layer is windowed is decided by the model assembly, which passes the size here.
+  Attention(ParameterStore<T>& store, const std::string& name, int layer, const ModelConfig& cfg, int window = 0)
+      : name_(name), probs_name_(name + ".probs"), layer_(layer), C_(cfg.d_model), H_(cfg.n_heads),
+        D_(cfg.d_model / cfg.n_heads), window_(window) {
     const AttentionConfig& a = cfg.attention;
     for (int l : a.key_shift.layers)
       if (l == layer) key_shift_ = a.key_shift.offset;
@@ -97,7 +102,7 @@ class Attention final : public SequenceMixer<T> {
     attn_out_ = ctx.arena.template alloc<T>(size_t(N) * C_);
     probs_ = ctx.arena.template alloc<T>(size_t(B) * H_ * Tn * Tn);
     attention_forward(attn_out_, probs_, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3,
-                      slopes_.empty() ? nullptr : slopes_.data(), B, Tn, H_, D_, scale());
+                      slopes_.empty() ? nullptr : slopes_.data(), window_, B, Tn, H_, D_, scale());
     if (ctx.on_attention_probs) ctx.on_attention_probs(layer_, probs_, B, H_, Tn);
     ctx.record(probs_name_, probs_, size_t(B) * H_ * Tn * Tn);
     o_proj_->forward(y, C_, attn_out_, C_, N);
@@ -111,7 +116,7 @@ class Attention final : public SequenceMixer<T> {
     T* dqkv = ctx.arena.template alloc<T>(size_t(N) * C3);
     T* scratch = ctx.arena.template alloc<T>(attention_scratch_size(Tn, thread_count()));
     attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, probs_, qkv_score_, qkv_score_ + C_,
-                       qkv_score_ + 2 * C_, C3, B, Tn, H_, D_, scale(), scratch);
+                       qkv_score_ + 2 * C_, C3, window_, B, Tn, H_, D_, scale(), scratch);
     if (sign_ste_) {
 #pragma omp parallel for schedule(static)
       for (int n = 0; n < N; n++) {
@@ -145,8 +150,81 @@ class Attention final : public SequenceMixer<T> {
       for (size_t i = 0; i < size_t(N) * C_; i++) dx[i] += dtmp[i];
   }
 
+  // Decoding with a KV cache: per sequence the keys and values so far (after Canon-B, positions and sign),
+  // the last `offset` inputs for the key shift and the Canon-B cache. Scores follow forward(): the same scale,
+  // ALiBi slopes and window.
+  struct State final : MixerDecodeState {
+    struct Sequence {
+      std::vector<T> keys, values;  // (t, C) each
+      std::vector<T> recent_inputs;  // (offset, C): x[t - offset .. t - 1], oldest first
+      std::vector<T> canon_b;
+    };
+    std::vector<Sequence> seqs;
+    int t = 0;
+  };
+  std::unique_ptr<MixerDecodeState> start_decode(int B) const override {
+    auto s = std::make_unique<State>();
+    s->seqs.resize(B);
+    for (auto& q : s->seqs) {
+      q.recent_inputs.assign(size_t(key_shift_) * C_, T(0));
+      if (canon_b_) q.canon_b = canon_b_->new_cache();
+    }
+    return s;
+  }
+  void decode_step(MixerDecodeState& state, T* y, const T* x, int B) const override {
+    State& s = static_cast<State&>(state);
+    const int C3 = 3 * C_, t = s.t;
+    std::vector<T> xk(C_), qkv(C3), mixed(C3), out(size_t(B) * C_), scores;
+    for (int b = 0; b < B; b++) {
+      typename State::Sequence& seq = s.seqs[b];
+      const T* xb = x + size_t(b) * C_;
+      std::copy(xb, xb + C_, xk.begin());
+      if (key_shift_ > 0) {
+        for (int c = 0; c < C_; c++) xk[c] += seq.recent_inputs[c];  // zeros until t >= offset, as in forward
+        std::copy(seq.recent_inputs.begin() + C_, seq.recent_inputs.end(), seq.recent_inputs.begin());
+        std::copy(xb, xb + C_, seq.recent_inputs.end() - C_);
+      }
+      q_proj_->forward(qkv.data(), C3, xb, C_, 1);
+      k_proj_->forward(qkv.data() + C_, C3, xk.data(), C_, 1);
+      v_proj_->forward(qkv.data() + 2 * C_, C3, xb, C_, 1);
+      if (canon_b_) canon_b_->step(mixed.data(), seq.canon_b, qkv.data());
+      else mixed = qkv;
+      if (rope_) {
+        rope_forward_at(mixed.data(), t, H_, D_, rope_dim_, rope_base_);
+        rope_forward_at(mixed.data() + C_, t, H_, D_, rope_dim_, rope_base_);
+      }
+      if (sign_ste_) sign_forward(mixed.data(), mixed.data(), size_t(2 * C_));
+      seq.keys.insert(seq.keys.end(), mixed.begin() + C_, mixed.begin() + 2 * C_);
+      seq.values.insert(seq.values.end(), mixed.begin() + 2 * C_, mixed.end());
+      const int first = window_ > 0 ? std::max(0, t - window_ + 1) : 0;
+      for (int h = 0; h < H_; h++) {
+        scores.assign(size_t(t + 1), T(0));
+        double mx = -1e300;
+        for (int j = first; j <= t; j++) {
+          double dot = 0;
+          for (int d = 0; d < D_; d++) dot += double(mixed[h * D_ + d]) * double(seq.keys[size_t(j) * C_ + h * D_ + d]);
+          double sc = double(scale()) * dot - (slopes_.empty() ? 0.0 : double(slopes_[h]) * (t - j));
+          scores[j] = T(sc);
+          mx = std::max(mx, sc);
+        }
+        double sum = 0;
+        std::vector<double> p(size_t(t + 1), 0.0);
+        for (int j = first; j <= t; j++) sum += p[j] = std::exp(double(scores[j]) - mx);
+        T* o = out.data() + size_t(b) * C_ + h * D_;
+        for (int d = 0; d < D_; d++) {
+          double acc = 0;
+          for (int j = first; j <= t; j++) acc += p[j] / sum * double(seq.values[size_t(j) * C_ + h * D_ + d]);
+          o[d] = T(acc);
+        }
+      }
+    }
+    s.t++;
+    o_proj_->forward(y, C_, out.data(), C_, B);
+  }
+
   int layer() const { return layer_; }
   int n_heads() const { return H_; }
+  int window() const { return window_; }
 
  private:
   T scale() const { return T(1.0 / std::sqrt(double(D_))); }
@@ -187,6 +265,7 @@ class Attention final : public SequenceMixer<T> {
 
   std::string name_, probs_name_;
   int layer_, C_, H_, D_;
+  int window_ = 0;  // 0 = full causal
   int key_shift_ = 0;
   bool rope_ = false;
   int rope_dim_ = 0;

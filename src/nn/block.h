@@ -1,8 +1,10 @@
 #pragma once
 // Pre-norm residual block:
 //   x_mid = x + Mixer( [CanonA] Norm(x) )
-//   x_out = x_mid + Mlp( [CanonC] Norm(x_mid) )
-// Canon-A and Canon-C sit after the norms, before any nonlinearity (paper, App. C.2).
+//   x_out = x_mid + Mlp( [CanonC] Norm(x_mid) )      (absent for Mamba2 layers without model.mamba2.mlp)
+// Canon-A and Canon-C sit after the norms, before any nonlinearity (paper, App. C.2). The mixer is any
+// SequenceMixer: attention, Mamba2, GLA, Gated DeltaNet, DeltaNet.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,20 +18,25 @@ namespace canonlab {
 template <class T>
 class Block {
  public:
-  Block(ParameterStore<T>& store, const std::string& name, const ModelConfig& cfg,
-        std::unique_ptr<SequenceMixer<T>> (*make_mixer)(ParameterStore<T>&, const std::string&, int, const ModelConfig&),
-        int layer)
+  using MixerFactory = std::function<std::unique_ptr<SequenceMixer<T>>(ParameterStore<T>&)>;
+
+  // Parameters register in the order attn_norm, canon_a, the mixer (make_mixer names it), mlp_norm, canon_c, mlp.
+  Block(ParameterStore<T>& store, const std::string& name, const ModelConfig& cfg, const MixerFactory& make_mixer,
+        bool with_mlp)
       : C_(cfg.d_model) {
     const NormKind nk = parse_norm_kind(cfg.norm);
     attn_norm_ = std::make_unique<Norm<T>>(store, name + ".attn_norm", C_, nk, cfg.norm_eps);
     if (cfg.canon.set.find('A') != std::string::npos)
       canon_a_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_a", C_, cfg.canon, cfg.norm_eps);
-    mixer_ = make_mixer(store, name + ".attn", layer, cfg);
+    mixer_ = make_mixer(store);
+    if (!with_mlp) return;
     mlp_norm_ = std::make_unique<Norm<T>>(store, name + ".mlp_norm", C_, nk, cfg.norm_eps);
     if (cfg.canon.set.find('C') != std::string::npos)
       canon_c_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_c", C_, cfg.canon, cfg.norm_eps);
     mlp_ = std::make_unique<Mlp<T>>(store, name + ".mlp", cfg);
   }
+
+  SequenceMixer<T>& mixer() { return *mixer_; }
 
   // x: (B, T, C) -> out: (B, T, C); x must stay alive until backward.
   void forward(StepContext<T>& ctx, T* out, const T* x, int B, int Tn) {
@@ -44,6 +51,10 @@ class Block {
     }
     T* y = a.template alloc<T>(n);
     mixer_->forward(ctx, y, h1c_, B, Tn);
+    if (!mlp_) {
+      for (size_t i = 0; i < n; i++) out[i] = x[i] + y[i];
+      return;
+    }
     x_mid_ = a.template alloc<T>(n);
     for (size_t i = 0; i < n; i++) x_mid_[i] = x[i] + y[i];
     h2_ = a.template alloc<T>(n);
@@ -63,16 +74,12 @@ class Block {
     const size_t n = size_t(B) * Tn * C_;
     Arena& a = ctx.arena;
     const Arena::Mark temporaries = a.mark();
-    T* dh2c = a.template alloc<T>(n);
-    mlp_->backward(ctx, dh2c, dout, B, Tn);
-    T* dh2 = dh2c;
-    if (canon_c_) {
-      dh2 = a.template alloc<T>(n);
-      canon_c_->backward(ctx, dh2, dh2c, B, Tn);
-    }
     T* dx_mid = a.template alloc<T>(n);
-    mlp_norm_->backward(dx_mid, dh2, B * Tn);
-    for (size_t i = 0; i < n; i++) dx_mid[i] += dout[i];
+    if (mlp_) {
+      mlp_backward(ctx, dx_mid, dout, B, Tn);
+    } else {
+      std::copy(dout, dout + n, dx_mid);
+    }
     T* dh1c = a.template alloc<T>(n);
     mixer_->backward(ctx, dh1c, dx_mid, B, Tn);
     T* dh1 = dh1c;
@@ -86,6 +93,21 @@ class Block {
   }
 
  private:
+  // dout: (B, T, C) -> dx_mid = dout + d(MLP half)/dx_mid, written.
+  void mlp_backward(StepContext<T>& ctx, T* dx_mid, const T* dout, int B, int Tn) {
+    const size_t n = size_t(B) * Tn * C_;
+    Arena& a = ctx.arena;
+    T* dh2c = a.template alloc<T>(n);
+    mlp_->backward(ctx, dh2c, dout, B, Tn);
+    T* dh2 = dh2c;
+    if (canon_c_) {
+      dh2 = a.template alloc<T>(n);
+      canon_c_->backward(ctx, dh2, dh2c, B, Tn);
+    }
+    mlp_norm_->backward(dx_mid, dh2, B * Tn);
+    for (size_t i = 0; i < n; i++) dx_mid[i] += dout[i];
+  }
+
   int C_;
   std::unique_ptr<Norm<T>> attn_norm_, mlp_norm_;
   std::unique_ptr<CanonLayer<T>> canon_a_, canon_c_;

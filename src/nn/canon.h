@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/run_config.h"
 #include "engine/ops/activation/activation.h"
@@ -64,6 +65,32 @@ class CanonLayer {
     else
       std::copy(branch, branch + n, out);
     ctx.record(name_, out, n);
+  }
+
+  // Decoding one sequence: cache (K, C) holds the last K inputs, newest last; in_t, out_t: (C).
+  std::vector<T> new_cache() const { return std::vector<T>(size_t(kernel_) * channels_, T(0)); }
+  void step(T* out_t, std::vector<T>& cache, const T* in_t) const {
+    const int C = channels_, cg = C / groups_;
+    std::copy(cache.begin() + C, cache.end(), cache.begin());
+    std::copy(in_t, in_t + C, cache.end() - C);
+    std::vector<T> branch(C);
+    const T* w = weight_.value();
+    for (int c = 0; c < C; c++) {
+      const int g0 = (c / cg) * cg;
+      double acc = 0;
+      for (int j = 0; j < cg; j++)
+        for (int i = 0; i < kernel_; i++)
+          acc += double(w[(size_t(c) * cg + j) * kernel_ + i]) * double(cache[size_t(i) * C + g0 + j]);
+      branch[c] = T(acc);
+    }
+    if (activation_ == Activation::silu) silu_forward(branch.data(), branch.data(), size_t(C));
+    if (activation_ == Activation::elu) elu_forward(branch.data(), branch.data(), size_t(C));
+    if (norm_) {
+      std::vector<T> normed(C);
+      norm_->apply(normed.data(), branch.data(), 1);
+      branch = normed;
+    }
+    for (int c = 0; c < C; c++) out_t[c] = residual_ ? in_t[c] + branch[c] : branch[c];
   }
 
   // dout: (B, T, C) -> din: (B, T, C) written. Uses ctx.arena for temporaries.

@@ -1,10 +1,19 @@
 #pragma once
-// The seam every sequence mixer implements (softmax attention today; Mamba2, GLA, DeltaNet later).
-// A mixer maps the block's normalised input to its residual-branch output; it keeps whatever it needs for
-// backward in the step arena.
+// The seam every sequence mixer implements: softmax attention (full or sliding-window), Mamba2, GLA, Gated
+// DeltaNet and DeltaNet. A mixer maps the block's normalised input to its residual-branch output; it keeps
+// whatever it needs for backward in the step arena.
+#include <memory>
+#include <string>
+
+#include "engine/error.h"
 #include "nn/context.h"
 
 namespace canonlab {
+
+// A mixer's recurrent state for token-by-token decoding (conv caches, SSM / linear-attention states).
+struct MixerDecodeState {
+  virtual ~MixerDecodeState() = default;
+};
 
 template <class T>
 class SequenceMixer {
@@ -14,6 +23,16 @@ class SequenceMixer {
   virtual void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) = 0;
   // dy: (B, T, C) -> dx: (B, T, C) written; parameter gradients accumulate.
   virtual void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) = 0;
+  // Called once after the parameter store drew its values: inits that relate several tensors (mimetic init).
+  virtual void after_init() {}
+
+  // Recurrent decoding, one token per sequence: x, y: (B, C). Outputs equal forward() on the whole prefix.
+  virtual std::unique_ptr<MixerDecodeState> start_decode(int B) const {
+    throw Error("this mixer has no recurrent decode step");
+  }
+  virtual void decode_step(MixerDecodeState& state, T* y, const T* x, int B) const {
+    throw Error("this mixer has no recurrent decode step");
+  }
 };
 
 }  // namespace canonlab

@@ -2,6 +2,7 @@
 // RMSNorm or LayerNorm over the last dimension, with a learnable scale (and bias for LayerNorm).
 // Saves its statistics in the step arena for backward.
 #include <string>
+#include <vector>
 
 #include "engine/ops/norm/fast.h"
 #include "engine/params.h"
@@ -31,6 +32,14 @@ class Norm {
       layernorm_forward(y, mean_, rstd_, x, weight_.value(), bias_.value(), N, channels_, eps_);
     }
     ctx.record(name_, y, size_t(N) * channels_);
+  }
+  // The same map without saving anything (decoding). x, y: (N, C).
+  void apply(T* y, const T* x, int N) const {
+    std::vector<T> mean(N), rstd(N);
+    if (kind_ == NormKind::rmsnorm)
+      rmsnorm_forward(y, rstd.data(), x, weight_.value(), N, channels_, eps_);
+    else
+      layernorm_forward(y, mean.data(), rstd.data(), x, weight_.value(), bias_.value(), N, channels_, eps_);
   }
   // dy: (N, C) -> dx: (N, C) written.
   void backward(T* dx, const T* dy, int N) {

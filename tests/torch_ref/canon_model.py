@@ -1,4 +1,6 @@
-"""Independent PyTorch reference of canonlab's Transformer with Canon layers.
+"""Independent PyTorch reference of canonlab's models with Canon layers: the Transformer and the linear-time
+families of docs/linear-families.md (Mamba2, GLA, Gated DeltaNet, DeltaNet, sliding-window attention and
+hybrids; the mixers are in linear_mixers.py, as naive per-step recurrences).
 
 Used only by tests (test_parity.py) and benchmarks (bench/bench_train_step.py). It is written from the
 model description alone, plainly, with torch ops in float32 (float64 works too) and shares no code with
@@ -20,20 +22,28 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import linear_mixers as lm
+
 # ---------------------------------------------------------------------------------------------------------
 # Configuration: the defaults of src/config/run_config.h, same nesting and key names.
 # ---------------------------------------------------------------------------------------------------------
 DEFAULTS = {
     "model": {
-        "family": "transformer", "d_model": 128, "n_layers": 4, "n_heads": 4, "vocab_size": 0,
+        "family": "transformer", "layer_pattern": "", "d_model": 128, "n_layers": 4, "n_heads": 4, "vocab_size": 0,
         "max_seq_len": 0, "norm": "rmsnorm", "norm_eps": 1e-5, "tie_embeddings": False, "init_std": 0.02,
         "attention": {
             "position": "rope", "rope_base": 10000.0, "rope_dim": 0, "scoring": "softmax",
-            "ste_grad": "identity", "qkv_bias": False, "key_shift": {"layers": [], "offset": 1},
+            "ste_grad": "identity", "qkv_bias": False, "window": 64, "key_shift": {"layers": [], "offset": 1},
         },
         "mlp": {"kind": "gelu", "hidden_dim": 0, "bias": False},
         "canon": {"set": "", "kernel_size": 4, "residual": True, "activation": "none", "groups": 0,
                   "norm": "none"},
+        "recurrent": {"chunk_size": 64, "conv_kernel": 4, "kernel": "chunked"},
+        "mamba2": {"d_state": 64, "expand": 2, "headdim": 0, "ngroups": 1, "mlp": False, "dt_min": 1e-3,
+                   "dt_max": 0.1, "dt_init_floor": 1e-4, "a_min": 1.0, "a_max": 16.0, "init": "default"},
+        "gla": {"expand_k": 0.5, "expand_v": 1.0, "feature_map": "none", "gate_low_rank_dim": 16,
+                "gate_logit_normalizer": 16.0, "clamp_min": 0.0, "output_gate": True},
+        "delta": {"expand_k": 0.75, "expand_v": 1.5, "output_gate": True, "allow_neg_eigval": False},
     },
     "task": {"name": "copy", "vocab": 64, "n_symbols": 24, "loss_on": "all"},
     "train": {
@@ -223,10 +233,15 @@ def alibi_slopes(n_heads: int):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: dict, layer: int):
+    def __init__(self, cfg: dict, layer: int, window: int = 0):
+        """window > 0: sliding-window attention (letter S), a query at t sees keys t - window + 1 .. t;
+        0: full causal attention (letter A)."""
         super().__init__()
         m = cfg["model"]
         a = m["attention"]
+        if window < 0:
+            raise ValueError(f"attention.window must be >= 0, got {window}")
+        self.window = int(window)
         C, H = m["d_model"], m["n_heads"]
         if C % H:
             raise ValueError("d_model must be divisible by n_heads")
@@ -264,6 +279,8 @@ class Attention(nn.Module):
             bias = alibi_slopes(self.H)[:, None, None] * dist  # (H, T, T)
             s = s - bias.to(s.dtype)
         s = s.masked_fill(pos[None, :] > pos[:, None], float("-inf"))  # causal: key s <= query t
+        if self.window:
+            s = s.masked_fill(pos[:, None] - pos[None, :] >= self.window, float("-inf"))  # s > t - window
         o = torch.softmax(s, dim=-1) @ v
         return self.o_proj(o.transpose(1, 2).reshape(B, T, C))
 
@@ -298,22 +315,38 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: dict, layer: int):
+    """Pre-norm residual block; letter A/S: attention (`attn`), M/G/D/N: a linear mixer (`mixer`). Mamba2
+    layers have no MLP unless model.mamba2.mlp."""
+
+    def __init__(self, cfg: dict, layer: int, letter: str = "A"):
         super().__init__()
         m = cfg["model"]
         C, cs, eps = m["d_model"], m["canon"]["set"], m["norm_eps"]
+        self.letter = letter
         self.attn_norm = Norm(C, m["norm"], eps)
         self.canon_a = Canon(C, m["canon"], eps) if "A" in cs else None
-        self.attn = Attention(cfg, layer)
-        self.mlp_norm = Norm(C, m["norm"], eps)
-        self.canon_c = Canon(C, m["canon"], eps) if "C" in cs else None
-        self.mlp = MLP(cfg)
+        if letter in ("A", "S"):
+            window = int(m["attention"]["window"]) if letter == "S" else 0
+            if letter == "S" and window < 1:
+                raise ValueError(f"model.attention.window must be >= 1 for S layers, got {window}")
+            self.attn = Attention(cfg, layer, window)
+            self.mixer = None
+        else:
+            self.attn = None
+            self.mixer = lm.make_mixer(letter, cfg, lambda ch: Canon(ch, m["canon"], eps))
+        self.has_mlp = letter != "M" or bool(m["mamba2"]["mlp"])
+        if self.has_mlp:
+            self.mlp_norm = Norm(C, m["norm"], eps)
+            self.canon_c = Canon(C, m["canon"], eps) if "C" in cs else None
+            self.mlp = MLP(cfg)
 
     def forward(self, x):
         h = self.attn_norm(x)
         if self.canon_a is not None:
             h = self.canon_a(h)
-        x = x + self.attn(h)
+        x = x + (self.attn(h) if self.attn is not None else self.mixer(h))
+        if not self.has_mlp:
+            return x
         h = self.mlp_norm(x)
         if self.canon_c is not None:
             h = self.canon_c(h)
@@ -326,17 +359,22 @@ class CanonModel(nn.Module):
         cfg = resolve_config(cfg)
         self.cfg = cfg
         m = cfg["model"]
-        if m["family"] != "transformer":
-            raise ValueError(f"model.family '{m['family']}' is not implemented by the reference")
-        bad = set(m["canon"]["set"]) - set("ABCD")
+        letters = lm.layer_letters(cfg)  # validates family and layer_pattern
+        allowed = "ABCD" if m["family"] == "transformer" else "AbBCD"
+        bad = set(m["canon"]["set"]) - set(allowed)
         if bad:
-            raise ValueError(f"canon.set letters {sorted(bad)} are not implemented by the reference")
+            raise ValueError(f"canon.set letters {sorted(bad)} are not valid for family '{m['family']}'")
+        if m["family"] == "mamba2" and not m["mamba2"]["mlp"] and set("CD") & set(m["canon"]["set"]):
+            raise ValueError("canon.set letters C and D need an MLP: set model.mamba2.mlp for a Mamba2 model")
+        if m["recurrent"]["kernel"] not in ("chunked", "naive"):
+            raise ValueError(f"unknown recurrent.kernel '{m['recurrent']['kernel']}'")
         if m["attention"]["position"] not in ("rope", "nope", "alibi", "learned"):
             raise ValueError(f"unknown attention.position '{m['attention']['position']}'")
         C, V = m["d_model"], m["vocab_size"]
         self.tok_emb = nn.Embedding(V, C)
         self.pos_emb = nn.Embedding(m["max_seq_len"], C) if m["attention"]["position"] == "learned" else None
-        self.layers = nn.ModuleList(Block(cfg, i) for i in range(m["n_layers"]))
+        self.letters = letters
+        self.layers = nn.ModuleList(Block(cfg, i, letters[i]) for i in range(m["n_layers"]))
         self.final_norm = Norm(C, m["norm"], m["norm_eps"])
         self.lm_head = None if m["tie_embeddings"] else nn.Linear(C, V, bias=False)
         self.init_weights(cfg["train"]["seed"])
@@ -345,10 +383,13 @@ class CanonModel(nn.Module):
     def init_weights(self, seed: int):
         """Random init (only for benchmarks and fakes; parity runs load canonlab's weights): normal(0,
         init_std) for linear and embedding weights, zeros for biases, ones for norm weights, and the
-        nn.Conv1d default U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for canon weights."""
+        nn.Conv1d default U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for canon weights; the linear-family parameters
+        as in docs/linear-families.md (linear_mixers.init_mixer_param)."""
         g = torch.Generator().manual_seed(int(seed))
         std = self.cfg["model"]["init_std"]
         for name, p in self.named_parameters():
+            if lm.init_mixer_param(name, p, self.cfg, g):
+                continue
             group = param_group(name)
             if group in ("linear", "embedding"):
                 p.copy_(torch.randn(p.shape, generator=g) * std)
@@ -410,16 +451,19 @@ def masked_cross_entropy(logits, targets, mask):
 
 
 def param_group(name: str) -> str:
-    """Weight-decay group: linear | embedding | canon | norm | bias."""
+    """Weight-decay group: linear | embedding | canon | norm | bias | ssm."""
     leaf = name.rsplit(".", 1)[-1]
     if name.startswith(("tok_emb.", "pos_emb.")):
         return "embedding"
-    if "norm." in name:  # attn_norm, mlp_norm, final_norm and canon_*.norm (weight and bias)
+    if "norm." in name:  # attn_norm, mlp_norm, final_norm, canon_*.norm, mixer.norm, mixer.o_norm
         return "norm"
-    if leaf == "bias":
+    if ".mixer." in name and leaf in ("A_log", "D", "dt_bias"):
+        return "ssm"
+    if leaf == "bias":  # includes the Mamba2 conv1d bias and GLA's gk_up bias
         return "bias"
-    if name.split(".")[-2].startswith("canon_"):
-        return "canon"
+    parent = name.split(".")[-2]
+    if parent.startswith("canon_") or parent in ("conv1d", "q_conv", "k_conv", "v_conv"):
+        return "canon"  # Canon layers and the families' own short convs (Canon-b)
     return "linear"
 
 

@@ -51,10 +51,12 @@ void expect_override_error(const std::string& assignment, std::initializer_list<
   expect_error([&] { config_from_yaml_string("", {assignment}); }, fragments);
 }
 
+// Every run config under configs/, in subfolders too (configs/sweeps holds sweep files, not run configs).
 std::vector<fs::path> all_config_files() {
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(kConfigDir))
-    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  for (const auto& entry : fs::recursive_directory_iterator(kConfigDir))
+    if (entry.path().extension() == ".yaml" && entry.path().parent_path().filename() != "sweeps")
+      files.push_back(entry.path());
   std::ranges::sort(files);
   return files;
 }
@@ -121,7 +123,7 @@ TEST(Config, EmptySectionKeepsDefaults) {
 
 TEST(ConfigFiles, EveryConfigLoads) {
   auto files = all_config_files();
-  EXPECT_GE(files.size(), 11u);
+  EXPECT_GE(files.size(), 35u);
   for (const auto& file : files) {
     SCOPED_TRACE(file.string());
     EXPECT_NO_THROW(load_config(file.string(), {}));
@@ -559,6 +561,41 @@ TEST(ConfigSchema, DocsContainTheGeneratedReference) {
   docs << in.rdbuf();
   EXPECT_NE(docs.str().find(config_reference_markdown()), std::string::npos)
       << "docs/config.md is out of date; paste the output of config_reference_markdown()";
+}
+
+// ---------------------------------------------------------------------------------------------- linear families
+
+TEST(ConfigLinearFamilies, CanonLettersFollowTheFamily) {
+  EXPECT_EQ(config_from_yaml_string("model: {family: gdn, canon: {set: DCbA}}").model.canon.set, "AbCD");
+  EXPECT_EQ(config_from_yaml_string("model: {family: gla, canon: {set: AbbCD}}").model.canon.set, "AbCD");
+  EXPECT_EQ(config_from_yaml_string("model: {family: hybrid, n_layers: 2, layer_pattern: MA, canon: {set: bB}}").model.canon.set, "bB");
+}
+
+TEST(ConfigLinearFamilies, ErrorsNameTheKeyAndWhatIsAllowed) {
+  auto expect = [](const std::vector<std::string>& sets, std::initializer_list<std::string> fragments) {
+    expect_error([&] { config_from_yaml_string("", sets); }, fragments);
+  };
+  expect({"model.family=mamba2", "model.canon.set=AbC"}, {"model.canon.set", "Canon-C", "model.mamba2.mlp", "A, b, B"});
+  expect({"model.family=gdn", "model.canon.set=Abx"}, {"model.canon.set", "'x'", "A, b, B, C, D"});
+  expect({"model.family=gla", "model.canon.set=bAb"}, {"model.canon.set", "'b' appears twice"});
+  expect({"model.family=hybrid", "model.layer_pattern=MMA"}, {"model.layer_pattern", "3 letters", "n_layers is 4"});
+  expect({"model.family=hybrid", "model.n_layers=2", "model.layer_pattern=MX"}, {"model.layer_pattern", "'X'", "layer 1", "S sliding-window"});
+  expect({"model.family=gla", "model.layer_pattern=GG"}, {"model.layer_pattern", "only read when model.family is 'hybrid'"});
+  expect({"model.family=mamba2", "model.mamba2.headdim=48"}, {"model.mamba2.headdim", "48", "does not divide d_inner", "256"});
+  expect({"model.family=mamba2", "model.mamba2.ngroups=3"}, {"model.mamba2.ngroups", "3", "does not divide", "4 SSM heads"});
+  expect({"model.family=gla", "model.gla.expand_k=0.3"}, {"model.gla.expand_k", "0.3", "38", "n_heads = 4"});
+  expect({"model.family=gdn", "model.delta.expand_v=0.01"}, {"model.delta.expand_v", "positive multiple"});
+  expect({"model.family=gla", "model.gla.feature_map=tanh"}, {"model.gla.feature_map", "'tanh'", "elu_plus_one"});
+  expect({"model.family=gla", "model.gla.clamp_min=0.5"}, {"model.gla.clamp_min", "0.5"});
+  expect({"model.family=gdn", "model.attention.key_shift.layers=[0]"}, {"model.attention.key_shift.layers[0]", "'D' layer", "attention layers only"});
+  expect({"model.family=mamba2", "model.canon.set=B", "model.canon.groups=3"}, {"model.canon.groups", "3", "Mamba2 in_proj"});
+  expect({"model.recurrent.kernel=fast"}, {"model.recurrent.kernel", "'fast'", "chunked, naive"});
+  expect({"model.family=transformer", "model.canon.set=b"}, {"model.canon.set", "lowercase 'b'"});
+}
+
+TEST(ConfigLinearFamilies, MambaHeadDimIsResolved) {
+  RunConfig c = config_from_yaml_string("model: {family: mamba2, d_model: 64, n_heads: 4}");
+  EXPECT_EQ(c.model.mamba2.headdim, 32);  // expand 2 * 64 / 4 heads
 }
 
 }  // namespace

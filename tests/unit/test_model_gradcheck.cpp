@@ -6,10 +6,7 @@
 #include <functional>
 
 #include "config/config.h"
-#include "data/task.h"
-#include "gradcheck.h"
-#include "models/language_model.h"
-#include "train/loss.h"
+#include "tiny_model.h"
 
 using namespace canonlab;
 
@@ -28,50 +25,8 @@ RunConfig tiny_config(const std::vector<std::string>& sets) {
   return config_from_yaml_string("{}", all);
 }
 
-// Loss and parameter gradients of a double-precision model on one fixed batch.
-struct DoubleModel {
-  RunConfig cfg;
-  std::unique_ptr<LanguageModel<double>> model;
-  Batch batch;
-  Arena arena;
-
-  explicit DoubleModel(const RunConfig& c) : cfg(c) {
-    model = build_model<double>(cfg.model, cfg.train.seed);
-    batch = make_task(cfg.task)->make_batch(cfg.train.batch_size, 3, 0);
-  }
-  double loss(bool with_grad) {
-    arena.reset();
-    StepContext<double> ctx{arena};
-    const int V = model->vocab_size();
-    const double* logits = model->forward(ctx, batch.tokens.data(), batch.B, batch.T);
-    LossResult<double> r = masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(),
-                                                batch.B * batch.T, V, with_grad);
-    if (with_grad) {
-      model->params().zero_grad();
-      model->backward(ctx, r.dlogits, batch.B, batch.T);
-    }
-    return r.loss;
-  }
-};
-
-// Checks the parameters whose names pass `include`; returns a failure description or "".
-std::string check_params(DoubleModel& m, const std::function<bool(const std::string&)>& include) {
-  m.loss(true);
-  ParameterStore<double>& ps = m.model->params();
-  std::vector<double> analytic(ps.grads().begin(), ps.grads().end());
-  std::string failures;
-  for (const ParamInfo& p : ps.infos()) {
-    if (!include(p.name)) continue;
-    test::GradcheckOptions opt;
-    opt.max_points = 24;
-    opt.rtol = 1e-5;
-    opt.atol = 1e-8;
-    auto r = test::gradcheck([&] { return m.loss(false); }, ps.values().data() + p.offset, p.numel,
-                             analytic.data() + p.offset, opt);
-    if (!r.ok) failures += p.name + ": " + r.message + "\n";
-  }
-  return failures;
-}
+using DoubleModel = test::TinyModel<double>;
+using test::check_params;
 
 }  // namespace
 

@@ -14,8 +14,10 @@ namespace canonlab {
 namespace rope_detail {
 
 // direction = +1 rotates by theta (forward), -1 by -theta (the transpose, for backward).
+// Row t of x sits at position first_position + t.
 template <class T>
-void rope_rotate(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double base, double direction) {
+void rope_rotate(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double base, double direction,
+                 int first_position = 0) {
   CANONLAB_CHECK(rope_dim % 2 == 0 && rope_dim >= 0 && rope_dim <= D, "rope: rope_dim must be even and <= head dim");
   const int half = rope_dim / 2;
   if (half == 0) return;
@@ -27,7 +29,7 @@ void rope_rotate(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double
     for (int i0 = 0; i0 < half; i0 += IB) {
       const int ib = std::min(IB, half - i0);
       for (int ii = 0; ii < ib; ii++) {
-        double angle = double(t) * std::pow(base, -2.0 * double(i0 + ii) / double(rope_dim));
+        double angle = double(first_position + t) * std::pow(base, -2.0 * double(i0 + ii) / double(rope_dim));
         cs[ii] = T(std::cos(angle));
         sn[ii] = T(direction * std::sin(angle));
       }
@@ -55,6 +57,12 @@ void rope_rotate(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double
 template <class T>
 void rope_forward(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double base) {
   rope_detail::rope_rotate(x, ld, B, Tn, H, D, rope_dim, base, 1.0);
+}
+
+// One token at `position` (decoding): x: (H, D), rotated in place like row `position` of rope_forward.
+template <class T>
+void rope_forward_at(T* x, int position, int H, int D, int rope_dim, double base) {
+  rope_detail::rope_rotate(x, H * D, 1, 1, H, D, rope_dim, base, 1.0, position);
 }
 
 // dx: (B, Tn, H, D) token rows of stride ld, in place: the rotation is orthogonal, so its transpose is the

@@ -1,7 +1,8 @@
 #pragma once
-// Llama-style pre-norm Transformer:
+// Every family is the same pre-norm decoder; only the mixer of each layer differs (model.family, or
+// model.layer_pattern for hybrids; models/mixers.h):
 //   x = tok_emb[tokens] (+ pos_emb[t] for learned positions)
-//   x = Block_l(x), l = 0..L-1
+//   x = Block_l(x), l = 0..L-1          Block = [CanonA] mixer (+ [CanonC] MLP [CanonD])
 //   logits = Norm(x) W_head^T   (W_head = tok_emb.weight when embeddings are tied)
 #include <memory>
 #include <string>
@@ -10,25 +11,31 @@
 #include "engine/ops/embedding/fast.h"
 #include "engine/ops/linear/fast.h"
 #include "models/language_model.h"
-#include "nn/attention.h"
+#include "models/mixers.h"
 #include "nn/block.h"
 
 namespace canonlab {
 
 template <class T>
-class Transformer final : public LanguageModel<T> {
+class DecoderModel final : public LanguageModel<T> {
  public:
-  Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+  DecoderModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
     const int C = cfg.d_model, V = cfg.vocab_size;
     tok_emb_ = store_.add("tok_emb.weight", {V, C}, InitSpec::normal(cfg.init_std), ParamGroup::embedding);
     if (cfg.attention.position == "learned")
       pos_emb_ = store_.add("pos_emb.weight", {cfg.max_seq_len, C}, InitSpec::normal(cfg.init_std),
                             ParamGroup::embedding);
-    for (int l = 0; l < cfg.n_layers; l++)
-      blocks_.push_back(std::make_unique<Block<T>>(store_, "layers." + std::to_string(l), cfg, &make_attention, l));
+    const std::string letters = mixer_letters(cfg);
+    for (int l = 0; l < cfg.n_layers; l++) {
+      const std::string name = "layers." + std::to_string(l);
+      const char letter = letters[size_t(l)];
+      auto make = [&](ParameterStore<T>& store) { return make_mixer<T>(store, name, l, letter, cfg); };
+      blocks_.push_back(std::make_unique<Block<T>>(store_, name, cfg, make, layer_has_mlp(cfg, letter)));
+    }
     final_norm_ = std::make_unique<Norm<T>>(store_, "final_norm", C, parse_norm_kind(cfg.norm), cfg.norm_eps);
     if (!cfg.tie_embeddings) lm_head_ = std::make_unique<Linear<T>>(store_, "lm_head", C, V, false, cfg.init_std);
     store_.finalize(seed);
+    for (auto& block : blocks_) block->mixer().after_init();
   }
 
   const T* forward(StepContext<T>& ctx, const int* tokens, int B, int Tn) override {
@@ -92,11 +99,6 @@ class Transformer final : public LanguageModel<T> {
   const ModelConfig& config() const override { return cfg_; }
 
  private:
-  static std::unique_ptr<SequenceMixer<T>> make_attention(ParameterStore<T>& store, const std::string& name, int layer,
-                                                          const ModelConfig& cfg) {
-    return std::make_unique<Attention<T>>(store, name, layer, cfg);
-  }
-
   ModelConfig cfg_;
   ParameterStore<T> store_;
   Param<T> tok_emb_, pos_emb_;

@@ -1,0 +1,71 @@
+#pragma once
+// A tiny model on one fixed copy-task batch, for whole-model gradient checks and kernel comparisons
+// (namespace canonlab::test).
+//
+//   test::TinyModel<double> m(cfg);
+//   double loss = m.loss(/*with_grad=*/true);   // gradients land in m.model->params().grads()
+//   std::string failures = test::check_params(m, [](const std::string& name) { return true; });
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/task.h"
+#include "gradcheck.h"
+#include "models/language_model.h"
+#include "train/loss.h"
+
+namespace canonlab::test {
+
+template <class T>
+struct TinyModel {
+  RunConfig cfg;
+  std::unique_ptr<LanguageModel<T>> model;
+  Batch batch;
+  Arena arena;
+
+  explicit TinyModel(const RunConfig& c) : cfg(c) {
+    model = build_model<T>(cfg.model, cfg.train.seed);
+    batch = make_task(cfg.task)->make_batch(cfg.train.batch_size, 3, 0);
+  }
+  // The masked cross-entropy of the batch; with_grad leaves the parameter gradients in params().grads(),
+  // logits_out (if given) receives the logits.
+  double loss(bool with_grad, std::vector<T>* logits_out = nullptr) {
+    arena.reset();
+    StepContext<T> ctx{arena};
+    const int V = model->vocab_size();
+    const T* logits = model->forward(ctx, batch.tokens.data(), batch.B, batch.T);
+    if (logits_out) logits_out->assign(logits, logits + size_t(batch.B) * batch.T * V);
+    LossResult<T> r = masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(),
+                                           batch.B * batch.T, V, with_grad);
+    if (with_grad) {
+      model->params().zero_grad();
+      model->backward(ctx, r.dlogits, batch.B, batch.T);
+    }
+    return double(r.loss);
+  }
+};
+
+// Finite differences of the loss for every parameter whose name passes `include` (at most max_points entries
+// each); returns one line per failing parameter, or "".
+inline std::string check_params(TinyModel<double>& m, const std::function<bool(const std::string&)>& include,
+                                size_t max_points = 24) {
+  m.loss(true);
+  ParameterStore<double>& ps = m.model->params();
+  std::vector<double> analytic(ps.grads().begin(), ps.grads().end());
+  std::string failures;
+  for (const ParamInfo& p : ps.infos()) {
+    if (!include(p.name)) continue;
+    GradcheckOptions opt;
+    opt.max_points = max_points;
+    opt.rtol = 1e-5;
+    opt.atol = 1e-8;
+    auto r = gradcheck([&] { return m.loss(false); }, ps.values().data() + p.offset, p.numel,
+                       analytic.data() + p.offset, opt);
+    if (!r.ok) failures += p.name + ": " + r.message + "\n";
+  }
+  return failures;
+}
+
+}  // namespace canonlab::test
