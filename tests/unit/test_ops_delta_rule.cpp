@@ -150,6 +150,9 @@ INSTANTIATE_TEST_SUITE_P(
         // strongly decaying gate: about −30 per step, so cumulative log decay of −480 to −1920 within a chunk
         DeltaCase{2, 70, 2, 16, 16, 16, Gate::kStrong}, DeltaCase{1, 150, 2, 16, 24, 64, Gate::kStrong},
         DeltaCase{1, 10, 2, 8, 8, 1, Gate::kStrong},
+        // the forward's blocked substitution over several 16-row diagonal blocks, the last one ragged, with V not a
+        // multiple of 16
+        DeltaCase{1, 100, 2, 12, 20, 48, Gate::kMild}, DeltaCase{1, 90, 2, 16, 24, 40, Gate::kStrong},
         // DeltaNet: no decay gate
         DeltaCase{2, 37, 2, 16, 16, 16, Gate::kNone}, DeltaCase{1, 200, 2, 32, 32, 64, Gate::kNone},
         DeltaCase{1, 11, 2, 8, 12, 1, Gate::kNone}, DeltaCase{1, 20, 2, 8, 8, 64, Gate::kNone}));

@@ -15,7 +15,8 @@
 // Every factor exponentiates a non-positive number (γ_i, γ_i − γ_j with j <= i, γ_last − γ_i), so a gate that
 // decays by −30 per step (or −200 within a chunk) only underflows to zero, never overflows.
 // Tm is applied by forward substitution on the right-hand side rather than formed: v_new is one triangular solve
-// of width V after one GEMM K S_prev, instead of n³/6 for Tm and a GEMM of width K + V for [w | u].
+// of width V after one GEMM K S_prev, instead of n³/6 for Tm and a GEMM of width K + V for [w | u]. The solve is
+// blocked: 16-row diagonal blocks by substitution, the updates from earlier blocks as GEMMs.
 //
 // Backward: states are checkpointed at chunk starts by the forward (`states`); inside each chunk the backward
 // recomputes the per-token states from its checkpoint into a (n, K, V) scratch and runs the recurrent backward
@@ -25,8 +26,8 @@
 // stays in L1/L2. The row sums the recurrent backward needs per token (dk_t, dq_t) are kept as vector-lane
 // partial sums and reduced for all rows together, since a horizontal sum per row would cost as much as the row.
 //
-// Speed (2-core AMD EPYC, B = 64, H = 4, K = V = 32, T = 256, chunk 64, 2 threads): forward about 13 ms,
-// backward about 20 ms; the naive pair takes about 300 ms on one thread.
+// Speed: bench/bench_mixers (BENCHMARKS.md, "Linear-time mixers"); at B = 64, H = 4, K = V = 32, T = 256,
+// chunk 64 on 2 threads, forward + backward take about 35-40 ms, the naive pair about 300 ms on one thread.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -84,6 +85,45 @@ inline void mat_t_vec(T* out, const T* M, const T* x, int K, int Vp) {
     for (; r < K; r++)
       for (int l = 0; l < L; l++) acc0[l] += M[(size_t)r * Vp + j + l] * x[r];
     for (int l = 0; l < L; l++) out[j + l] = acc0[l] + acc1[l];
+  }
+}
+
+// One token of the backward's recomputation: S1 = a S0 + k uᵀ, and pred = S1ᵀ kn for the next token in the same
+// sweep. S0, S1: (K, Vp); u, pred: (Vp); k, kn: (K). Lanes along Vp outermost keep pred's partial sums in
+// registers over the rows (even and odd rows apart); restrict-qualified arguments spare the run-time alias checks
+// (and the scalar fallback that would keep the partial sums in memory).
+template <int VPc, int KC, class T>
+inline void recompute_step(T* __restrict S1, T* __restrict pred, const T* __restrict S0, const T* __restrict u,
+                           const T* __restrict kt, const T* __restrict kn, T a, int Krt, int Vprt) {
+  constexpr int L = kLanes;
+  const int Vp = VPc > 0 ? VPc : Vprt, K = KC > 0 ? KC : Krt;
+  for (int j = 0; j < Vp; j += L) {
+    T p0[L] = {}, p1[L] = {};
+    int r = 0;
+    for (; r + 2 <= K; r += 2) {
+      const T k0 = kt[r], k1 = kt[r + 1], n0 = kn[r], n1 = kn[r + 1];
+      const T* s0 = S0 + (size_t)r * Vp + j;
+      T* s1 = S1 + (size_t)r * Vp + j;
+      for (int l = 0; l < L; l++) {
+        const T x0 = a * s0[l] + k0 * u[j + l];
+        const T x1 = a * s0[l + Vp] + k1 * u[j + l];
+        s1[l] = x0;
+        s1[l + Vp] = x1;
+        p0[l] += x0 * n0;
+        p1[l] += x1 * n1;
+      }
+    }
+    if (r < K) {
+      const T k0 = kt[r], n0 = kn[r];
+      const T* s0 = S0 + (size_t)r * Vp + j;
+      T* s1 = S1 + (size_t)r * Vp + j;
+      for (int l = 0; l < L; l++) {
+        const T x0 = a * s0[l] + k0 * u[j + l];
+        s1[l] = x0;
+        p0[l] += x0 * n0;
+      }
+    }
+    for (int l = 0; l < L; l++) pred[j + l] = p0[l] + p1[l];
   }
 }
 
@@ -203,36 +243,49 @@ void delta_rule_forward_chunked(T* o, T* states, const T* q, const T* k, const T
           for (int j = 0; j <= i; j++) p[j] *= scale * d[j];
           for (int j = i + 1; j < n; j++) p[j] = T(0);
         }
-        // v_new = (I + A)^{−1} diag(β) (V − diag(exp(γ)) K S_prev), by forward substitution row by row:
+        // v_new = (I + A)^{−1} diag(β) (V − diag(exp(γ)) K S_prev), by blocked forward substitution:
         //   e_i = v_i − exp(γ_i) (K S_prev)_i − Σ_{j<i} L_ij v_new_j,   v_new_i = β_i e_i
-        // (the same as forming Tm and w, u, but with n² V / 2 instead of n³ / 6 + n² (K + V) multiply-adds)
-        for (int i = 0; i < n; i++) {
-          const T ei = gb ? vec_exp(gam[i]) : T(1), bi = betab[(size_t)(t0 + i) * H];
+        // (the same as forming Tm and w, u, but with n² V / 2 instead of n³ / 6 + n² (K + V) multiply-adds).
+        // Rows go in diagonal blocks of kLanes: the part of the sum over the earlier blocks is one GEMM
+        //   U[i0:i1] −= L[i0:i1, 0:i0] U[0:i0]                        (i1 − i0, V) −= (i1 − i0, i0) (i0, V)
+        // and only the part within the block is substituted row by row.
+        for (int i = 0; i < n; i++) {  // U (n, V) = V − diag(exp(γ)) K S_prev to start with
+          const T ei = gb ? vec_exp(gam[i]) : T(1);
           const T* vi = Vb + (size_t)(t0 + i) * ldv;
           const T* ks = &Y[(size_t)i * V];
-          const T* l = Lm + (size_t)i * C;
           T* ui = &U[(size_t)i * V];
-          int j0 = 0;
-          for (; j0 + L <= V; j0 += L) {  // lanes along V in registers, two partial sums over the rows
-            T a0[L], a1[L] = {};
-            for (int x = 0; x < L; x++) a0[x] = vi[j0 + x] - ei * ks[j0 + x];
-            int m = 0;
-            for (; m + 2 <= i; m += 2) {
-              const T* u0 = &U[(size_t)m * V + j0];
-              const T* u1 = u0 + V;
-              for (int x = 0; x < L; x++) {
-                a0[x] -= l[m] * u0[x];
-                a1[x] -= l[m + 1] * u1[x];
+          for (int j = 0; j < V; j++) ui[j] = vi[j] - ei * ks[j];
+        }
+        for (int i0 = 0; i0 < n; i0 += L) {
+          const int i1 = std::min(n, i0 + L);
+          if (i0 > 0)
+            gemm(false, false, i1 - i0, V, i0, T(-1), Lm + (size_t)i0 * C, C, U.data(), V, T(1), &U[(size_t)i0 * V], V);
+          for (int i = i0; i < i1; i++) {
+            const T bi = betab[(size_t)(t0 + i) * H];
+            const T* l = Lm + (size_t)i * C;
+            T* ui = &U[(size_t)i * V];
+            int j0 = 0;
+            for (; j0 + L <= V; j0 += L) {  // lanes along V in registers, two partial sums over the rows
+              T a0[L], a1[L] = {};
+              for (int x = 0; x < L; x++) a0[x] = ui[j0 + x];
+              int m = i0;
+              for (; m + 2 <= i; m += 2) {
+                const T* u0 = &U[(size_t)m * V + j0];
+                const T* u1 = u0 + V;
+                for (int x = 0; x < L; x++) {
+                  a0[x] -= l[m] * u0[x];
+                  a1[x] -= l[m + 1] * u1[x];
+                }
               }
+              if (m < i)
+                for (int x = 0; x < L; x++) a0[x] -= l[m] * U[(size_t)m * V + j0 + x];
+              for (int x = 0; x < L; x++) ui[j0 + x] = bi * (a0[x] + a1[x]);
             }
-            if (m < i)
-              for (int x = 0; x < L; x++) a0[x] -= l[m] * U[(size_t)m * V + j0 + x];
-            for (int x = 0; x < L; x++) ui[j0 + x] = bi * (a0[x] + a1[x]);
-          }
-          for (; j0 < V; j0++) {
-            T a0 = vi[j0] - ei * ks[j0];
-            for (int m = 0; m < i; m++) a0 -= l[m] * U[(size_t)m * V + j0];
-            ui[j0] = bi * a0;
+            for (; j0 < V; j0++) {
+              T a0 = ui[j0];
+              for (int m = i0; m < i; m++) a0 -= l[m] * U[(size_t)m * V + j0];
+              ui[j0] = bi * a0;
+            }
           }
         }
         // O = scale diag(exp(γ)) Q S_prev + P v_new
@@ -311,39 +364,10 @@ void backward_chunked_impl(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, 
           }
           std::copy(dout + bth * V, dout + bth * V + V, &Do[(size_t)i * Vp]);
           if (i + 1 == n) break;  // the state after the chunk's last token is not needed
-          // S1 = a S0 + k uᵀ, and pred = S1ᵀ k_next for the next token in the same sweep. Lanes along V
-          // outermost keep pred's partial sums in registers over the rows (even and odd rows apart).
+          // S before the next token, and pred = Sᵀ k_next for it
           const T* kt = k + bth * K;
-          const T* kn = kt + (size_t)H * K;
-          const T* S0 = &Sbuf[(size_t)i * KVp];
-          T* S1 = &Sbuf[(size_t)(i + 1) * KVp];
-          for (int j = 0; j < Vp; j += L) {
-            T p0[L] = {}, p1[L] = {};
-            int r = 0;
-            for (; r + 2 <= K; r += 2) {
-              const T k0 = kt[r], k1 = kt[r + 1], n0 = kn[r], n1 = kn[r + 1];
-              const T* s0 = S0 + (size_t)r * Vp + j;
-              T* s1 = S1 + (size_t)r * Vp + j;
-              for (int l = 0; l < L; l++) {
-                const T x0 = a * s0[l] + k0 * u[j + l];
-                const T x1 = a * s0[l + Vp] + k1 * u[j + l];
-                s1[l] = x0;
-                s1[l + Vp] = x1;
-                p0[l] += x0 * n0;
-                p1[l] += x1 * n1;
-              }
-            }
-            if (r < K) {
-              const T k0 = kt[r], n0 = kn[r];
-              const T* s0 = S0 + (size_t)r * Vp + j;
-              T* s1 = S1 + (size_t)r * Vp + j;
-              for (int l = 0; l < L; l++) {
-                s1[l] = a * s0[l] + k0 * u[j + l];
-                p0[l] += s1[l] * n0;
-              }
-            }
-            for (int l = 0; l < L; l++) pred[j + l] = p0[l] + p1[l];
-          }
+          recompute_step<VPc, KC>(&Sbuf[(size_t)(i + 1) * KVp], pred.data(), &Sbuf[(size_t)i * KVp], u, kt,
+                                  kt + (size_t)H * K, a, K, Vp);
         }
         // ---- backward over the chunk, last token first ----
         {
@@ -386,8 +410,9 @@ void backward_chunked_impl(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, 
           // One sweep over the rows of dS; the row sums of dk and dq are left as kLanes partial sums per row in
           // P and reduced for all rows at once after the sweep.
           // du of the previous token accumulates in two halves (even and odd rows) to halve its dependency chain
-          std::fill(dun.begin(), dun.end(), T(0));
-          std::fill(dun1.begin(), dun1.end(), T(0));
+          // (a loop of the compile-time length Vp, not std::fill: a call to memset here would spill the vector
+          // registers holding this token's values around it)
+          for (int j = 0; j < Vp; j++) dun[j] = dun1[j] = T(0);
           T gacc[L] = {};
           for (int r = 0; r < K; r++)
             backward_sweep_row<VPc>(&P[(size_t)r * L], &P[(size_t)(K + r) * L], gacc, &dS[(size_t)r * Vp],

@@ -29,9 +29,11 @@
 // state; zero for the last chunk). So
 //   dg_i = Σ_{s >= i in chunk} (q_s ⊙ dq_s − k_s ⊙ dk_s) + rowsum(S_end ⊙ dS)
 //
-// The GEMMs are arranged so that every one is 'N','N' or 'T','N' (oneDNN's 'N','T' is markedly slower on
-// these small shapes) and paired products share one call: o = scale · [Qg | A] [S0; v], and
-// dv = [Kd | Aᵀ] [dS; scale · do].
+// The GEMMs are mostly 'N','N' or 'T','N' (oneDNN's 'N','T' is markedly slower on these small shapes), and
+// the forward's paired products share one call: o = scale · [Qg | A] [S0; v]. Two exceptions, each measured
+// faster than the copy it replaces: dA = (scale · do) vᵀ is one 'N','T' call reading v in place (a scalar
+// transpose of v cost more, v being read from memory there for the first time), and dv = Kd dS + Aᵀ (scale · do)
+// is two calls, the second 'T','N' on A, instead of one on a transposed copy of A.
 //
 // Gates must be finite and <= 0 (log forget gates). Parallel over (batch x heads); every (b, h) is independent, so all
 // outputs are the same bits for any thread count.
@@ -52,6 +54,9 @@ namespace gla_detail {
 // use products of per-step decays); 32 measured about the same as 16 at chunk 64 and 64 slower.
 constexpr int kSub = 16;
 
+// Channels per block of the backward's gate-gradient running sums (two AVX-512 registers of doubles).
+constexpr int kDg = 16;
+
 // e^x for the decay exponents (x <= 0). Below −80 the factor is < 2e−35, far under the float resolution of
 // any sum it enters, and an exact 0 keeps subnormals out of the products and GEMMs. Written as a select after
 // the exponential so the loops calling it still vectorise.
@@ -63,16 +68,15 @@ inline double decay_exp(double x) { return std::exp(x); }
 
 inline int num_chunks(int Tn, int chunk) { return (Tn + chunk - 1) / chunk; }
 
-// One thread's working set for chunks of up to C rows. QA and M have rows of ld = K + C.
+// One thread's working set for chunks of up to C rows. QA has rows of ld = K + C.
 template <class T>
 struct Work {
   int C, K, V, ld;
   std::vector<T> G, alpha, E, EL;  // (C, K): cumulative gates G, per-step decays e^{g}, e^{G}, e^{G_L − G}
   std::vector<T> QA;               // (C, K + C): [Qg | A], Qg = q ⊙ e^{G}, A the intra-chunk scores
-  std::vector<T> M;                // (C, K + C): [Kd | Aᵀ], Kd = k ⊙ e^{G_L − G}
+  std::vector<T> Kd;               // (C, K): k ⊙ e^{G_L − G}
   std::vector<T> SV;               // (K + C, V): forward [S; v_c]; backward [dS; scale · do_c]
   std::vector<T> dA;               // (C, C)
-  std::vector<T> VT;               // (V, C): v_cᵀ
   std::vector<T> ST;               // (V, K): S0ᵀ or dSᵀ
   std::vector<T> Eq, Qn, Kn, KnT;  // (C, K) each (KnT as (K, C)): factors of the off-diagonal score blocks
   std::vector<T> dq, dk, tmp;      // (C, K)
@@ -88,10 +92,9 @@ struct Work {
         E(G.size()),
         EL(G.size()),
         QA((size_t)C * ld),
-        M(QA.size()),
+        Kd(G.size()),
         SV((size_t)ld * V),
         dA((size_t)C * C),
-        VT((size_t)V * C),
         ST((size_t)V * K),
         Eq(G.size()),
         Qn(G.size()),
@@ -128,7 +131,7 @@ void chunk_gates(Work<T>& w, const T* g, const T* q, const T* k, int ldk, int L)
     const T* Gi = w.G.data() + (size_t)i * K;
     const T *qi = q + (size_t)i * ldk, *ki = k + (size_t)i * ldk;
     T *E = w.E.data() + (size_t)i * K, *EL = w.EL.data() + (size_t)i * K;
-    T *Qg = w.QA.data() + (size_t)i * w.ld, *Kd = w.M.data() + (size_t)i * w.ld;
+    T *Qg = w.QA.data() + (size_t)i * w.ld, *Kd = w.Kd.data() + (size_t)i * K;
 #pragma omp simd
     for (int a = 0; a < K; a++) {
       E[a] = decay_exp(Gi[a]);
@@ -359,7 +362,7 @@ void gla_forward_chunked(T* o, T* states, const T* q, const T* k, const T* v, co
           for (int a = 0; a < K; a++)
 #pragma omp simd
             for (int e = 0; e < V; e++) S[(size_t)a * V + e] *= eGL[a];
-          gemm(true, false, K, V, L, T(1), w.M.data(), w.ld, S + (size_t)K * V, V, T(1), S, V);
+          gemm(true, false, K, V, L, T(1), w.Kd.data(), K, S + (size_t)K * V, V, T(1), S, V);
         }
       }
     }
@@ -416,13 +419,12 @@ void gla_backward_chunked(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* st
         for (int i = 0; i < L; i++)
 #pragma omp simd
           for (int e = 0; e < V; e++) sdo[(size_t)i * V + e] = scale * doc[(size_t)i * ldv + e];
-        gla_detail::transpose(w.VT.data(), C, vc, ldv, L, V);
         gla_detail::chunk_gates(w, gc, qc, kc, ldk, L);
         std::fill(w.dq.begin(), w.dq.begin() + (size_t)L * K, T(0));
         std::fill(w.dk.begin(), w.dk.begin() + (size_t)L * K, T(0));
 
         // dA = (scale · do) vᵀ (only j <= i is read)
-        gemm(false, false, L, L, V, T(1), sdo, V, w.VT.data(), C, T(0), w.dA.data(), C);
+        gemm(false, true, L, L, V, T(1), sdo, V, vc, ldv, T(0), w.dA.data(), C);
         // A, and the off-diagonal blocks of dq
         gla_detail::chunk_scores(w, A, ld, qc, kc, ldk, L, true);
         // off-diagonal blocks of dk: keys in sub-chunk [J0, J1), queries i >= J1, reference r = G_{J1−1}:
@@ -460,25 +462,41 @@ void gla_backward_chunked(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* st
 #pragma omp simd
           for (size_t x = 0; x < (size_t)L * K; x++) w.dk[x] += w.EL[x] * w.tmp[x];
         }
-        // dv = [Kd | Aᵀ] [dS; scale · do]  (the dS half only when there are later tokens)
-        gla_detail::transpose(w.M.data() + K, ld, A, ld, L, L);
-        if (!last)
-          gemm(false, false, L, V, K + L, T(1), w.M.data(), ld, w.SV.data(), V, T(0), dv + rv, ldv);
-        else
-          gemm(false, false, L, V, L, T(1), w.M.data() + K, ld, sdo, V, T(0), dv + rv, ldv);
+        // dv = Kd dS + Aᵀ (scale · do)  (the dS term only when there are later tokens); Aᵀ is read through a
+        // 'T','N' product rather than transposed out, which cost a strided (L, L) copy per chunk
+        if (!last) gemm(false, false, L, V, K, T(1), w.Kd.data(), K, dS, V, T(0), dv + rv, ldv);
+        gemm(true, false, L, V, L, T(1), A, ld, sdo, V, last ? T(0) : T(1), dv + rv, ldv);
         // dg = reverse cumsum of q ⊙ dq − k ⊙ dk within the chunk, plus rowsum(S_end ⊙ dS) for the later tokens
-        for (int a = 0; a < K; a++)
-          w.acc[a] = last ? 0.0 : double(vec_dot(Send + (size_t)a * V, dS + (size_t)a * V, V));
-        for (int i = L - 1; i >= 0; i--) {
-          const T *qi = qc + (size_t)i * ldk, *ki = kc + (size_t)i * ldk;
-          const T *dqi = w.dq.data() + (size_t)i * K, *dki = w.dk.data() + (size_t)i * K;
-          T *dqo = dq + rk + (size_t)i * ldk, *dko = dk + rk + (size_t)i * ldk, *dgo = dg + rk + (size_t)i * ldk;
+        // Channels go in blocks of kDg whose running sums stay in a local array (registers): with the sums in
+        // w.acc every row's add waited on the previous row's store.
+        for (int a0 = 0; a0 < K; a0 += gla_detail::kDg) {
+          const int nb = std::min(gla_detail::kDg, K - a0);
+          double acc[gla_detail::kDg] = {};
+          if (!last)
+            for (int l = 0; l < nb; l++) {
+              const size_t row = (size_t)(a0 + l) * V;
+              acc[l] = double(vec_dot(Send + row, dS + row, V));
+            }
+          for (int i = L - 1; i >= 0; i--) {
+            const size_t ro = rk + (size_t)i * ldk + a0;  // row i, channel a0 of this head in q, k, dq, dk, dg
+            const T *qi = q + ro, *ki = k + ro;
+            const T *dqi = w.dq.data() + (size_t)i * K + a0, *dki = w.dk.data() + (size_t)i * K + a0;
+            if (nb == gla_detail::kDg) {
 #pragma omp simd
-          for (int a = 0; a < K; a++) {
-            w.acc[a] += double(qi[a] * dqi[a] - ki[a] * dki[a]);
-            dgo[a] = T(w.acc[a]);
-            dqo[a] = dqi[a];
-            dko[a] = dki[a];
+              for (int l = 0; l < gla_detail::kDg; l++) {
+                acc[l] += double(qi[l] * dqi[l] - ki[l] * dki[l]);
+                dg[ro + l] = T(acc[l]);
+                dq[ro + l] = dqi[l];
+                dk[ro + l] = dki[l];
+              }
+            } else {
+              for (int l = 0; l < nb; l++) {
+                acc[l] += double(qi[l] * dqi[l] - ki[l] * dki[l]);
+                dg[ro + l] = T(acc[l]);
+                dq[ro + l] = dqi[l];
+                dk[ro + l] = dki[l];
+              }
+            }
           }
         }
         // dS for the previous chunk: diag(e^{G_L}) dS + Qgᵀ (scale · do)
