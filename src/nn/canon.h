@@ -11,6 +11,7 @@
 #include "config/run_config.h"
 #include "engine/ops/activation/activation.h"
 #include "engine/ops/canon_conv/fast.h"
+#include "engine/ops/canon_conv/naive.h"
 #include "engine/params.h"
 #include "nn/context.h"
 #include "nn/norm.h"
@@ -70,19 +71,9 @@ class CanonLayer {
   // Decoding one sequence: cache (K, C) holds the last K inputs, newest last; in_t, out_t: (C).
   std::vector<T> new_cache() const { return std::vector<T>(size_t(kernel_) * channels_, T(0)); }
   void step(T* out_t, std::vector<T>& cache, const T* in_t) const {
-    const int C = channels_, cg = C / groups_;
-    std::copy(cache.begin() + C, cache.end(), cache.begin());
-    std::copy(in_t, in_t + C, cache.end() - C);
+    const int C = channels_;
     std::vector<T> branch(C);
-    const T* w = weight_.value();
-    for (int c = 0; c < C; c++) {
-      const int g0 = (c / cg) * cg;
-      double acc = 0;
-      for (int j = 0; j < cg; j++)
-        for (int i = 0; i < kernel_; i++)
-          acc += double(w[(size_t(c) * cg + j) * kernel_ + i]) * double(cache[size_t(i) * C + g0 + j]);
-      branch[c] = T(acc);
-    }
+    canon_conv_step(branch.data(), cache.data(), in_t, weight_.value(), C, kernel_, groups_);
     if (activation_ == Activation::silu) silu_forward(branch.data(), branch.data(), size_t(C));
     if (activation_ == Activation::elu) elu_forward(branch.data(), branch.data(), size_t(C));
     if (norm_) {

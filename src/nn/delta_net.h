@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/model_shapes.h"
+#include "engine/ops/activation/activation.h"
 #include "engine/ops/delta_rule/chunked.h"
 #include "engine/ops/delta_rule/naive.h"
 #include "nn/gated_output.h"
@@ -71,7 +72,7 @@ class DeltaNetMixer final : public SequenceMixer<T> {
         l2norm_row(q + size_t(n) * Kd, q_rstd + size_t(n) * H, row);
         l2norm_row(k + size_t(n) * Kd, k_rstd + size_t(n) * H, row + Kd);
         std::copy(row + 2 * Kd, row + W, v + size_t(n) * Vd);
-        for (int h = 0; h < H; h++) beta[size_t(n) * H + h] = bs * row_ops::sigmoid(beta_logit[size_t(n) * H + h]);
+        for (int h = 0; h < H; h++) beta[size_t(n) * H + h] = bs * sigmoid(beta_logit[size_t(n) * H + h]);
         if (g)
           for (int h = 0; h < H; h++) g[size_t(n) * H + h] = decay(a_logit[size_t(n) * H + h], h);
       }
@@ -114,7 +115,7 @@ class DeltaNetMixer final : public SequenceMixer<T> {
       const size_t n = size_t(N) * H_;
 #pragma omp parallel for schedule(static)
       for (size_t i = 0; i < n; i++) {
-        const T s = row_ops::sigmoid(beta_logit[i]);
+        const T s = sigmoid(beta_logit[i]);
         dlogit[i] = dbeta[i] * bs * s * (T(1) - s);
       }
     }
@@ -172,7 +173,7 @@ class DeltaNetMixer final : public SequenceMixer<T> {
       l2norm_row(q.data(), rstd.data(), qkv.data());
       l2norm_row(k.data(), rstd.data(), qkv.data() + Kd_);
       b_proj_->forward(bl.data(), H_, xb, C_, 1);
-      for (int h = 0; h < H_; h++) beta[h] = T(beta_scale_) * row_ops::sigmoid(bl[h]);  // as in forward
+      for (int h = 0; h < H_; h++) beta[h] = T(beta_scale_) * sigmoid(bl[h]);  // as in forward
       if (gated_) {
         a_proj_->forward(al.data(), H_, xb, C_, 1);
         for (int h = 0; h < H_; h++) g[h] = decay(al[h], h);
@@ -188,8 +189,7 @@ class DeltaNetMixer final : public SequenceMixer<T> {
   T scale() const { return T(1.0 / std::sqrt(double(K_))); }
   T decay(T a_logit, int h) const {
     const double u = double(a_logit) + double(dt_bias_.value()[h]);
-    const double softplus = u > 20 ? u : std::log1p(std::exp(u));
-    return T(-std::exp(double(A_log_.value()[h])) * softplus);
+    return T(-std::exp(double(A_log_.value()[h])) * softplus(u));
   }
   // One token's H heads of K: y = x / sqrt(Σx² + 1e-6) per head.
   // The sums in double lanes, the elementwise products in T.

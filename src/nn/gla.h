@@ -70,7 +70,7 @@ class GlaMixer final : public SequenceMixer<T> {
             break;
           case FeatureMap::silu:
             for (int c = 0; c < Kd; c++)
-              qr[c] = row[c] * row_ops::sigmoid(row[c]), kr[c] = row[Kd + c] * row_ops::sigmoid(row[Kd + c]);
+              qr[c] = row[c] * sigmoid(row[c]), kr[c] = row[Kd + c] * sigmoid(row[Kd + c]);
             break;
         }
         std::copy(row + 2 * Kd, row + W, v + size_t(n) * Vd);
@@ -123,11 +123,11 @@ class GlaMixer final : public SequenceMixer<T> {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) {
           const bool clamped = gate_unclamped(logit[i]) < clamp_min_;  // the forward's decision, bit for bit
-          dlogit[i] = clamped ? T(0) : dg[i] * inv_norm * row_ops::sigmoid(-logit[i]);
+          dlogit[i] = clamped ? T(0) : dg[i] * inv_norm * sigmoid(-logit[i]);
         }
       } else {
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) dlogit[i] = dg[i] * inv_norm * row_ops::sigmoid(-logit[i]);  // d logsigmoid
+        for (size_t i = 0; i < n; i++) dlogit[i] = dg[i] * inv_norm * sigmoid(-logit[i]);  // d logsigmoid
       }
     }
     T* dlow = a.template alloc<T>(size_t(N) * rank_);
@@ -214,7 +214,7 @@ class GlaMixer final : public SequenceMixer<T> {
       case FeatureMap::none: return u;
       case FeatureMap::elu_plus_one: return elu_plus_one(u);
       case FeatureMap::relu: return u > 0 ? u : T(0);
-      case FeatureMap::silu: return u * row_ops::sigmoid(u);
+      case FeatureMap::silu: return u * sigmoid(u);
     }
     return u;
   }
@@ -224,7 +224,7 @@ class GlaMixer final : public SequenceMixer<T> {
       case FeatureMap::elu_plus_one: return u > 0 ? T(1) : vec_exp(u);
       case FeatureMap::relu: return u > 0 ? T(1) : T(0);
       case FeatureMap::silu: {
-        const T s = row_ops::sigmoid(u);
+        const T s = sigmoid(u);
         return s * (T(1) + u * (T(1) - s));
       }
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/model_shapes.h"
+#include "engine/ops/activation/activation.h"
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "engine/ops/ssd/chunked.h"
 #include "engine/ops/ssd/naive.h"
@@ -234,8 +235,6 @@ class Mamba2Mixer final : public SequenceMixer<T> {
   }
 
  private:
-  static double softplus(double v) { return v > 20 ? v : std::log1p(std::exp(v)); }
-
   std::string name_;
   int C_;
   Mamba2Shape s_;

@@ -11,6 +11,7 @@
 
 #include "engine/ops/activation/activation.h"
 #include "engine/ops/canon_conv/fast.h"
+#include "engine/ops/canon_conv/naive.h"
 #include "engine/params.h"
 #include "nn/context.h"
 
@@ -52,7 +53,7 @@ class ShortConv {
       if (b)
         for (int c = 0; c < C; c++) p[c] += b[c];
       if (silu)
-        for (int c = 0; c < C; c++) yr[c] = p[c] * activation_detail::sigmoid(p[c]);
+        for (int c = 0; c < C; c++) yr[c] = p[c] * sigmoid(p[c]);
       else
         std::copy(p, p + C, yr);
     }
@@ -72,7 +73,7 @@ class ShortConv {
       if (silu) {
         const T* p = pre + r * C;
         for (int c = 0; c < C; c++) {  // the arithmetic of silu_backward
-          const T s = activation_detail::sigmoid(p[c]);
+          const T s = sigmoid(p[c]);
           dr[c] = dyr[c] * s * (T(1) + p[c] * (T(1) - s));
         }
       } else {
@@ -108,14 +109,10 @@ class ShortConv {
   // Decoding: cache (K, C) holds the last K raw inputs of one sequence, newest last; x_t, y_t: (C).
   std::vector<T> new_cache() const { return std::vector<T>(size_t(K_) * C_, T(0)); }
   void step(T* y_t, std::vector<T>& cache, const T* x_t) const {
-    std::copy(cache.begin() + C_, cache.end(), cache.begin());
-    std::copy(x_t, x_t + C_, cache.end() - C_);
-    const T* w = weight_.value();
+    canon_conv_step(y_t, cache.data(), x_t, weight_.value(), C_, K_, C_);
     for (int c = 0; c < C_; c++) {
-      double acc = has_bias_ ? double(bias_.value()[c]) : 0.0;
-      for (int i = 0; i < K_; i++) acc += double(w[size_t(c) * K_ + i]) * double(cache[size_t(i) * C_ + c]);
-      T v = T(acc);
-      y_t[c] = silu_ ? v / (T(1) + std::exp(-v)) : v;
+      const T v = has_bias_ ? y_t[c] + bias_.value()[c] : y_t[c];
+      y_t[c] = silu_ ? v * sigmoid(v) : v;  // as forward
     }
   }
 

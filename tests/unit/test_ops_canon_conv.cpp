@@ -83,6 +83,19 @@ TEST(OpsCanonConv, DepthwiseHandComputed) {
   EXPECT_FLOAT_EQ(dw[2], 1.f + 4.f);
 }
 
+// Decoding token by token through the sliding window reproduces the sequence forward, grouped and depthwise.
+TEST(OpsCanonConv, StepByStepMatchesForward) {
+  for (int G : {1, 2, 6}) {
+    const int Tn = 7, C = 6, K = 3;
+    std::vector<double> in = random_vector<double>(size_t(Tn) * C, 21), w = random_vector<double>(size_t(C) * (C / G) * K, 22);
+    std::vector<double> want(in.size()), got(in.size()), window(size_t(K) * C, 0.0);
+    canon_conv_forward_naive(want.data(), in.data(), w.data(), 1, Tn, C, K, G);
+    for (int t = 0; t < Tn; t++) canon_conv_step(got.data() + size_t(t) * C, window.data(), in.data() + size_t(t) * C, w.data(), C, K, G);
+    auto c = compare(got.data(), want.data(), got.size(), 1e-13, 1e-15);
+    EXPECT_TRUE(c.ok) << "G=" << G << ": " << c.message;
+  }
+}
+
 TEST(OpsCanonConv, RejectsGroupsThatDoNotDivideChannels) {
   std::vector<float> x(2 * 6), w(6 * 6 * 2);
   EXPECT_THROW(canon_conv_forward(x.data(), x.data(), w.data(), 1, 2, 6, 2, 4), Error);

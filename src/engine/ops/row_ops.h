@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/ops/vec_math.h"
 
 namespace canonlab {
 
@@ -57,9 +56,6 @@ void add_into(T* dst, const T* src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-// σ(v) in T through vec_exp (float: vectorisable, saturates for |v| > 87; double: std::exp).
-template <class T>
-inline T sigmoid(T v) { return T(1) / (T(1) + vec_exp(-v)); }
 
 }  // namespace row_ops
 

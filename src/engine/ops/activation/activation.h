@@ -11,14 +11,18 @@ namespace canonlab {
 
 namespace activation_detail {
 constexpr size_t kParallelMin = 1 << 15;
+}  // namespace activation_detail
 
-// vec_exp so that float loops vectorise (std::exp would keep them scalar, and cost as much as the GEMM that
-// produced the activations); for large |x| it saturates, which leaves σ at 0 or 1 to float precision.
+// σ(x) through vec_exp so that float loops vectorise (std::exp would keep them scalar, and cost as much as the
+// GEMM that produced the activations); for large |x| it saturates, which leaves σ at 0 or 1 to float precision.
 template <class T>
 inline T sigmoid(T x) {
   return T(1) / (T(1) + vec_exp(-x));
 }
-}  // namespace activation_detail
+
+// softplus(x) = log(1 + e^x) in double, = x above 20 (PyTorch's threshold), where the difference is below
+// double resolution of x. For the dt and decay gates of Mamba2 and Gated DeltaNet.
+inline double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
 
 // exact GELU: y = x Φ(x), Φ(x) = erfc(−x/√2)/2 (erfc rather than 1 + erf keeps Φ accurate for negative x,
 // where it is tiny); y, x: (n)
@@ -44,14 +48,14 @@ void gelu_backward(T* dx, const T* dy, const T* x, size_t n) {
 template <class T>
 void silu_forward(T* y, const T* x, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
-  for (size_t i = 0; i < n; i++) y[i] = x[i] * activation_detail::sigmoid(x[i]);
+  for (size_t i = 0; i < n; i++) y[i] = x[i] * sigmoid(x[i]);
 }
 // dx = dy σ(x) (1 + x (1 − σ(x)))
 template <class T>
 void silu_backward(T* dx, const T* dy, const T* x, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) {
-    T s = activation_detail::sigmoid(x[i]);
+    T s = sigmoid(x[i]);
     dx[i] = dy[i] * s * (T(1) + x[i] * (T(1) - s));
   }
 }
@@ -92,7 +96,7 @@ void swiglu_forward(T* y, const T* gate_up, int N, int Hd) {
     const T* gate = gate_up + (size_t)n * 2 * Hd;
     const T* up = gate + Hd;
     T* yn = y + (size_t)n * Hd;
-    for (int i = 0; i < Hd; i++) yn[i] = gate[i] * activation_detail::sigmoid(gate[i]) * up[i];
+    for (int i = 0; i < Hd; i++) yn[i] = gate[i] * sigmoid(gate[i]) * up[i];
   }
 }
 // dgate_up: (N, 2·Hd) written; dy: (N, Hd)
@@ -106,7 +110,7 @@ void swiglu_backward(T* dgate_up, const T* dy, const T* gate_up, int N, int Hd) 
     T* dgate = dgate_up + (size_t)n * 2 * Hd;
     T* dup = dgate + Hd;
     for (int i = 0; i < Hd; i++) {
-      T s = activation_detail::sigmoid(gate[i]);
+      T s = sigmoid(gate[i]);
       dgate[i] = dyn[i] * up[i] * s * (T(1) + gate[i] * (T(1) - s));
       dup[i] = dyn[i] * gate[i] * s;
     }

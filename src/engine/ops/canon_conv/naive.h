@@ -2,6 +2,7 @@
 // Reference causal grouped Conv1d over time (the Canon layer's mixing). Plain loops, one thread, double
 // accumulators. weight is PyTorch's Conv1d layout (C, C/G, K); tap i looks back K-1-i steps, so the last tap
 // is the current token and times before 0 read as zero.
+#include <algorithm>
 #include <cstddef>
 
 namespace canonlab {
@@ -60,6 +61,23 @@ void canon_conv_backward_naive(T* din, T* dweight, const T* dout, const T* in, c
           }
         dweight[((size_t)c * cg + j) * K + i] += T(acc);
       }
+  }
+}
+
+// Decoding one token of one sequence: window (K, C) holds the inputs at t-K+1 .. t, oldest first. x_t is shifted
+// in (the oldest row drops out) and out: (C) gets row t of canon_conv_forward. One code for reference and
+// decoding, since a single token has nothing to parallelise.
+template <class T>
+void canon_conv_step(T* out, T* window, const T* x_t, const T* weight, int C, int K, int G) {
+  const int cg = C / G;
+  std::copy(window + C, window + size_t(K) * C, window);
+  std::copy(x_t, x_t + C, window + size_t(K - 1) * C);
+  for (int c = 0; c < C; c++) {
+    const int g0 = (c / cg) * cg;
+    double acc = 0;
+    for (int j = 0; j < cg; j++)
+      for (int i = 0; i < K; i++) acc += double(weight[((size_t)c * cg + j) * K + i]) * double(window[(size_t)i * C + g0 + j]);
+    out[c] = T(acc);
   }
 }
 

@@ -16,15 +16,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/ops/activation/activation.h"
 #include "engine/ops/row_ops.h"
 #include "engine/ops/vec_math.h"
 
 namespace canonlab {
 
 enum class GateOrder { norm_then_gate, gate_then_norm };
-
-template <class T>
-inline T silu_of(T v) { return v / (T(1) + std::exp(-v)); }
 
 
 namespace gated_rmsnorm_detail {
@@ -58,7 +56,7 @@ void gated_rmsnorm_forward(T* y, T* rstd, const T* x, const T* z, const T* w, in
         T* gt = gate.data();
         if (z) {
           const T* zr = z + base;
-          for (int c = 0; c < Cg; c++) gt[c] = zr[c] * row_ops::sigmoid(zr[c]);
+          for (int c = 0; c < Cg; c++) gt[c] = zr[c] * sigmoid(zr[c]);
         }
         const T* ur = xr;
         if (gate_first) {
@@ -106,7 +104,7 @@ void gated_rmsnorm_backward(T* dx, T* dz, T* dw, const T* dy, const T* x, const 
           if (z) {
             const T* zr = z + base;
             for (int c = 0; c < Cg; c++) {
-              const T s = row_ops::sigmoid(zr[c]);
+              const T s = sigmoid(zr[c]);
               gt[c] = zr[c] * s;
               dgt[c] = s * (T(1) + zr[c] * (T(1) - s));  // silu'
             }
