@@ -19,5 +19,6 @@ Command add_debug_dump_command(CLI::App& app);
 Command add_bench_step_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);
+Command add_data_command(CLI::App& app);
 
 }  // namespace canonlab::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       cli::add_bench_step_command(app),
       cli::add_sweep_command(app),
       cli::add_report_command(app),
+      cli::add_data_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

@@ -99,11 +99,84 @@ struct ModelConfig {
   DeltaConfig delta;
 };
 
+// Depo: k-hop successor queries on one shuffled directed n-cycle (docs/tasks.md#depo).
+struct DepoConfig {
+  int n_max = 225;          // N: cycle sizes n in 3..N with p(n) ~ 1/(n + sqrt(N)); evaluation uses n = N
+  int k_max = 8;            // K: training hops k uniform in 1..K; evaluation at k = K and k = K/2
+  int name_vocab = 50;      // V: a name's last token is in [V, 2V), its other tokens in [0, V)
+  int name_len_min = 1;     // tokens per vertex name
+  int name_len_max = 2;
+  int queries = 10;         // queries per instance: min(queries, n)
+};
+
+// Brevo: all ancestors of a query vertex of a random DAG, in topological order (docs/tasks.md#brevo).
+struct BrevoConfig {
+  int n_max = 70;           // N: vertices n in 3..N with p(n) ~ 1/(n + sqrt(N)); evaluation uses n = N
+  int name_vocab = 0;       // 0 = N one-token names (Brevo1); else multi-token names as in Depo (Brevo2: 4)
+  int name_len_min = 1;
+  int name_len_max = 1;
+  int max_degree = 4;       // in- and out-degree bound
+  std::string query_from = "last_quarter";  // last_quarter (paper text) | last (the released generator)
+};
+
+// Mano: prefix modular arithmetic with l operators (docs/tasks.md#mano).
+struct ManoConfig {
+  int max_ops = 10;         // L: l uniform in 1..L; evaluation at l = L
+  int modulus = 23;
+  std::vector<std::string> ops = {"+", "-", "*"};
+  bool knowledge_augment = false;  // each operator also has an alternate token, chosen at random
+};
+
+// Lano: sentences of a context-free grammar (docs/tasks.md#lano).
+struct LanoConfig {
+  std::string grammar = "data/physicslm4/lano-cfg/cfg3f.json";  // the paper's JSON format, or "generate"
+  // Shape of a generated grammar (grammar: generate), like cfg3f: depth levels of num_sym symbols each.
+  int depth = 6;
+  int num_sym = 3;          // non-terminals per level and terminals
+  int deg_min = 3;          // rules per non-terminal
+  int deg_max = 4;
+  int len_min = 2;          // symbols per rule
+  int len_max = 3;
+  uint64_t grammar_seed = 1;
+  int max_sentence = 0;     // longest sentence sampled at evaluation; 0 = the context length
+};
+
+// Capo: bioS biographies of N people, 6 attributes, fresh templates per exposure (docs/tasks.md#capo).
+struct CapoConfig {
+  int people = 10000;       // N
+  int exposures = 100;      // times each person's biography is seen; sets the length of one pass
+  std::string fields = "data/physicslm4/capo-fields";  // folder of the name / attribute lists
+  int eval_people = 1000;   // people whose attribute loss estimates the stored bits
+};
+
+// MQAR: multi-query associative recall in the Zoology format (docs/tasks.md#mqar).
+struct MqarConfig {
+  int vocab = 8192;         // keys from [1, V/2), values from [V/2, V)
+  int pairs = 8;            // key-value pairs per sequence
+  double power_a = 0.01;    // query gaps ~ a * i^(a-1)
+  bool random_non_queries = true;
+};
+
+// Byte-level text: windows of a text file, bits per character on a held-out tail (docs/tasks.md#text).
+struct TextConfig {
+  std::string path = "/usr/share/games/fortunes/fortunes";
+  double heldout_frac = 0.1;  // the last fraction of the file is held out
+};
+
 struct TaskConfig {
-  std::string name = "copy";
-  int vocab = 64;               // number of symbols; the BOS token is id `vocab`
-  int n_symbols = 24;           // n distinct symbols per sequence: [BOS] r1..rn r1..rn, T = 2n + 1 tokens
-  std::string loss_on = "all";  // all | copy
+  std::string name = "copy";    // copy | depo | brevo | mano | lano | capo | mqar | text
+  int context = 0;              // tokens per window for packed tasks; 0 = the task's default
+  std::string loss_on = "default";  // default (the paper's choice for the task) | all | answers | copy
+  int eval_samples = 64;        // generated sequences per evaluation (brevo, lano)
+  int vocab = 64;               // copy: number of symbols; the BOS token is id `vocab`
+  int n_symbols = 24;           // copy: n distinct symbols per sequence: [BOS] r1..rn r1..rn, T = 2n + 1 tokens
+  DepoConfig depo;
+  BrevoConfig brevo;
+  ManoConfig mano;
+  LanoConfig lano;
+  CapoConfig capo;
+  MqarConfig mqar;
+  TextConfig text;
 };
 
 struct TrainConfig {

@@ -29,10 +29,10 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.d_model, "residual stream width").at_least(1).with_rule("divisible by model.n_heads"));
   add(CANONLAB_KEY(model.n_layers, "number of transformer blocks").at_least(1));
   add(CANONLAB_KEY(model.n_heads, "attention heads per layer; head_dim = d_model / n_heads").at_least(1));
-  add(CANONLAB_KEY(model.vocab_size, "embedding and output rows; 0 = task.vocab + 1 (the +1 is the BOS token)")
+  add(CANONLAB_KEY(model.vocab_size, "embedding and output rows; 0 = the task's vocabulary (copy: task.vocab + 1, the +1 is the BOS token)")
           .at_least(0)
-          .with_rule("nonzero: >= task.vocab + 1, exactly task.vocab + 1 with tie_embeddings"));
-  add(CANONLAB_KEY(model.max_seq_len, "longest sequence; 0 = the task's length (copy: 2 * n_symbols + 1)")
+          .with_rule("nonzero: >= the task's vocabulary, exactly it with tie_embeddings"));
+  add(CANONLAB_KEY(model.max_seq_len, "longest sequence; 0 = the task's window (copy: 2 * n_symbols + 1)")
           .at_least(0)
           .with_rule("nonzero: >= the task's sequence length"));
   add(CANONLAB_KEY(model.norm, "normalisation before attention, MLP and the output head").one_of({"rmsnorm", "layernorm"}));
@@ -98,13 +98,53 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.delta.output_gate, "swish output gate after the per-head norm"));
   add(CANONLAB_KEY(model.delta.allow_neg_eigval, "beta in (0, 2) instead of (0, 1)"));
 
-  // Planned tasks (associative recall, multi-query recall, ...) are added to this list as they are implemented.
-  add(CANONLAB_KEY(task.name, "synthetic task").one_of({"copy"}));
-  add(CANONLAB_KEY(task.vocab, "number of task symbols; the BOS token is id `vocab`").at_least(1));
-  add(CANONLAB_KEY(task.n_symbols, "distinct symbols per sequence: [BOS] r1..rn r1..rn, T = 2n + 1")
+  add(CANONLAB_KEY(task.name, "synthetic task (docs/tasks.md)").one_of({"copy", "depo", "brevo", "mano", "lano", "capo", "mqar", "text"}));
+  add(CANONLAB_KEY(task.context, "tokens per training window (instances are packed left-aligned); 0 = the task's default")
+          .at_least(0)
+          .with_rule("copy: 0 only (its length is 2 * n_symbols + 1); others: >= the longest instance"));
+  add(CANONLAB_KEY(task.loss_on, "positions with loss: the paper's choice for the task, every next token, only answers, or (copy) only the copy half")
+          .one_of({"default", "all", "answers", "copy"})
+          .with_rule("copy only with the copy task; answers not with copy, lano or text"));
+  add(CANONLAB_KEY(task.eval_samples, "generated sequences per evaluation (brevo, lano)").at_least(1));
+  add(CANONLAB_KEY(task.vocab, "copy: number of task symbols; the BOS token is id `vocab`").at_least(1));
+  add(CANONLAB_KEY(task.n_symbols, "copy: distinct symbols per sequence: [BOS] r1..rn r1..rn, T = 2n + 1")
           .at_least(1)
           .with_rule("<= task.vocab"));
-  add(CANONLAB_KEY(task.loss_on, "positions with loss: all next-token targets, or only the copy half").one_of({"all", "copy"}));
+  add(CANONLAB_KEY(task.depo.n_max, "Depo N: cycle sizes 3..N drawn with p(n) ~ 1/(n + sqrt(N)); evaluated at n = N").at_least(3));
+  add(CANONLAB_KEY(task.depo.k_max, "Depo K: training hops uniform in 1..K; evaluated at k = K and K/2").at_least(1));
+  add(CANONLAB_KEY(task.depo.name_vocab, "Depo V: a name's last token from [V, 2V), the others from [0, V)").at_least(1));
+  add(CANONLAB_KEY(task.depo.name_len_min, "Depo: fewest tokens per vertex name").at_least(1));
+  add(CANONLAB_KEY(task.depo.name_len_max, "Depo: most tokens per vertex name").at_least(1).with_rule(">= name_len_min; enough names for N vertices"));
+  add(CANONLAB_KEY(task.depo.queries, "Depo: queries per instance, min(queries, n)").at_least(1));
+  add(CANONLAB_KEY(task.brevo.n_max, "Brevo N: DAG sizes 3..N drawn with p(n) ~ 1/(n + sqrt(N)); evaluated at n = N").at_least(3));
+  add(CANONLAB_KEY(task.brevo.name_vocab, "Brevo: 0 = one-token names from N symbols (Brevo1); V > 0 = multi-token names as in Depo (Brevo2: 4)").at_least(0));
+  add(CANONLAB_KEY(task.brevo.name_len_min, "Brevo: fewest tokens per vertex name (name_vocab > 0)").at_least(1));
+  add(CANONLAB_KEY(task.brevo.name_len_max, "Brevo: most tokens per vertex name (name_vocab > 0)").at_least(1).with_rule(">= name_len_min; enough names for N vertices"));
+  add(CANONLAB_KEY(task.brevo.max_degree, "Brevo: in- and out-degree bound").at_least(1));
+  add(CANONLAB_KEY(task.brevo.query_from, "Brevo: query vertex from the last quarter (paper text) or the last vertex (released generator)").one_of({"last_quarter", "last"}));
+  add(CANONLAB_KEY(task.mano.max_ops, "Mano L: operators per expression uniform in 1..L; evaluated at L").at_least(1));
+  add(CANONLAB_KEY(task.mano.modulus, "Mano: arithmetic modulus").at_least(2));
+  add(CANONLAB_KEY(task.mano.ops, "Mano: operators").one_of({"+", "-", "*"}).with_rule("at least one, no duplicates"));
+  add(CANONLAB_KEY(task.mano.knowledge_augment, "Mano: each operator also has an alternate token, chosen at random"));
+  add(CANONLAB_KEY(task.lano.grammar, "Lano: grammar JSON in the paper's format (a relative path is read from the working directory, else from the canonlab checkout), or 'generate'"));
+  add(CANONLAB_KEY(task.lano.depth, "Lano, generated grammar: rule levels including the root; terminals sit at level depth (the JSON's depth; cfg3f: 6)").at_least(1));
+  add(CANONLAB_KEY(task.lano.num_sym, "Lano, generated grammar: non-terminals per level, and terminals").at_least(1));
+  add(CANONLAB_KEY(task.lano.deg_min, "Lano, generated grammar: fewest rules per non-terminal").at_least(1));
+  add(CANONLAB_KEY(task.lano.deg_max, "Lano, generated grammar: most rules per non-terminal").at_least(1).with_rule(">= deg_min"));
+  add(CANONLAB_KEY(task.lano.len_min, "Lano, generated grammar: fewest symbols per rule").at_least(1));
+  add(CANONLAB_KEY(task.lano.len_max, "Lano, generated grammar: most symbols per rule").at_least(1).with_rule(">= len_min"));
+  add(CANONLAB_KEY(task.lano.grammar_seed, "Lano, generated grammar: seed"));
+  add(CANONLAB_KEY(task.lano.max_sentence, "Lano: longest generated sentence at evaluation; 0 = the context length").at_least(0));
+  add(CANONLAB_KEY(task.capo.people, "Capo N: people in the biography set").at_least(1));
+  add(CANONLAB_KEY(task.capo.exposures, "Capo: times each biography is seen in train.steps (sets the steps of the presets)").at_least(1));
+  add(CANONLAB_KEY(task.capo.fields, "Capo: folder of the name and attribute lists (the paper's fields/*.txt format; relative: working directory, else the canonlab checkout)"));
+  add(CANONLAB_KEY(task.capo.eval_people, "Capo: people whose attribute loss estimates the stored bits").at_least(1));
+  add(CANONLAB_KEY(task.mqar.vocab, "MQAR V: keys from [1, V/2), values from [V/2, V)").at_least(4));
+  add(CANONLAB_KEY(task.mqar.pairs, "MQAR: key-value pairs per sequence").at_least(1).with_rule("4 * pairs <= context"));
+  add(CANONLAB_KEY(task.mqar.power_a, "MQAR: query gaps drawn with p(i) ~ a * i^(a-1)").above(0));
+  add(CANONLAB_KEY(task.mqar.random_non_queries, "MQAR: fill non-query positions with random tokens instead of 0"));
+  add(CANONLAB_KEY(task.text.path, "byte-level text: the text file"));
+  add(CANONLAB_KEY(task.text.heldout_frac, "byte-level text: the last fraction of the file is held out for bits per character").above(0).below(1));
 
   add(CANONLAB_KEY(train.steps, "optimizer steps").at_least(1));
   add(CANONLAB_KEY(train.batch_size, "sequences per step").at_least(1));

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "data/task.h"
 #include "config/model_shapes.h"
 #include "config/schema.h"
 #include "engine/error.h"
@@ -51,34 +52,43 @@ void check_key(const KeySpec& key, RunConfig& config) {
   if (auto* v = std::get_if<std::vector<std::string>*>(&field)) check_string_list(key, **v);
 }
 
-int task_sequence_length(const TaskConfig& task) { return 2 * task.n_symbols + 1; }  // copy: [BOS] r1..rn r1..rn
-
-void check_task(const TaskConfig& task) {
-  if (task.n_symbols > task.vocab) {
+void check_task(TaskConfig& task) {
+  if (task.name == "copy" && task.n_symbols > task.vocab) {
     fail("task.n_symbols: " + std::to_string(task.n_symbols) + " exceeds task.vocab = " + std::to_string(task.vocab) +
          " (the symbols of a sequence are distinct); allowed: 1 to " + std::to_string(task.vocab));
   }
+  if (task.loss_on == "copy" && task.name != "copy")
+    fail("task.loss_on: 'copy' applies to the copy task only, but task.name is " + single_quoted(task.name) +
+         "; allowed: default, all, answers");
+  if (task.loss_on == "answers" && (task.name == "copy" || task.name == "lano" || task.name == "text"))
+    fail("task.loss_on: 'answers' has no meaning for the " + task.name + " task (it has no answers); allowed: default, all" +
+         std::string(task.name == "copy" ? ", copy" : ""));
+  if (task.loss_on == "default") {
+    const bool answers = task.name == "depo" || task.name == "brevo" || task.name == "mqar";
+    task.loss_on = answers ? "answers" : "all";
+  }
 }
 
-void resolve_vocab_and_length(ModelConfig& model, const TaskConfig& task) {
-  const int needed_vocab = task.vocab + 1;  // + the BOS token
-  if (model.vocab_size == 0) model.vocab_size = needed_vocab;
-  if (model.vocab_size < needed_vocab) {
-    fail("model.vocab_size: " + std::to_string(model.vocab_size) + " is smaller than task.vocab + 1 = " +
-         std::to_string(needed_vocab) + " (task symbols plus the BOS token); allowed: 0 (derive) or >= " +
-         std::to_string(needed_vocab));
-  }
-  if (model.tie_embeddings && model.vocab_size != needed_vocab) {
-    fail("model.tie_embeddings: requires model.vocab_size == task.vocab + 1 = " + std::to_string(needed_vocab) +
-         ", got model.vocab_size " + std::to_string(model.vocab_size));
-  }
-  const int needed_length = task_sequence_length(task);
-  if (model.max_seq_len == 0) model.max_seq_len = needed_length;
-  if (model.max_seq_len < needed_length) {
+// The task itself knows its vocabulary and window (some read a grammar or a folder of lists to know it).
+void resolve_vocab_and_length(ModelConfig& model, TaskConfig& task) {
+  const TaskShape shape = task_shape(task);
+  if (task.name != "copy" && task.context == 0) task.context = shape.seq_len;
+  const std::string vocab = std::to_string(shape.vocab_size);
+  const std::string what = task.name == "copy" ? "task.vocab + 1 = " + vocab + " (task symbols plus the BOS token)"
+                                               : "the " + task.name + " task's vocabulary " + vocab;
+  if (model.vocab_size == 0) model.vocab_size = shape.vocab_size;
+  if (model.vocab_size < shape.vocab_size)
+    fail("model.vocab_size: " + std::to_string(model.vocab_size) + " is smaller than " + what +
+         "; allowed: 0 (derive) or >= " + vocab);
+  if (model.tie_embeddings && model.vocab_size != shape.vocab_size)
+    fail("model.tie_embeddings: requires model.vocab_size == " + what + ", got model.vocab_size " +
+         std::to_string(model.vocab_size));
+  const std::string length = std::to_string(shape.seq_len);
+  if (model.max_seq_len == 0) model.max_seq_len = shape.seq_len;
+  if (model.max_seq_len < shape.seq_len)
     fail("model.max_seq_len: " + std::to_string(model.max_seq_len) + " is shorter than the " + task.name +
-         " task's sequence length " + std::to_string(needed_length) +
-         " (2 * task.n_symbols + 1); allowed: 0 (derive) or >= " + std::to_string(needed_length));
-  }
+         " task's sequence length " + length + (task.name == "copy" ? " (2 * task.n_symbols + 1)" : " (task.context)") +
+         "; allowed: 0 (derive) or >= " + length);
 }
 
 int head_dim_of(const ModelConfig& model) {

@@ -41,28 +41,12 @@ void CopyTask::sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uin
   }
 }
 
-std::map<std::string, double> CopyTask::metrics(const Batch& batch, const float* logits) const {
-  const int V = vocab_size();
-  double hits = 0, count = 0;
-  for (size_t i = 0; i < batch.tokens.size(); i++) {
-    if (batch.score_mask[i] == 0.f) continue;
-    const float* row = logits + i * V;
-    int best = 0;
-    for (int v = 1; v < V; v++)
-      if (row[v] > row[best]) best = v;
-    hits += best == batch.targets[i];
-    count += 1;
-  }
-  return {{"copy_acc", count > 0 ? hits / count : 0.0}};
+void CopyTask::score(const Batch& batch, const float* logits, int, MetricSums& sums) const {
+  score_argmax_accuracy(batch, logits, vocab_size(), "copy_acc", sums);
 }
 
 std::string CopyTask::token_text(int token) const {
   return token == bos() ? "<bos>" : "s" + std::to_string(token);
-}
-
-std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
-  if (cfg.name == "copy") return std::make_unique<CopyTask>(cfg);
-  throw Error("task.name: '" + cfg.name + "' is not available; allowed: copy");
 }
 
 }  // namespace canonlab

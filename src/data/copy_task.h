@@ -13,8 +13,9 @@ class CopyTask final : public Task {
   int vocab_size() const override { return vocab_ + 1; }
   int seq_len() const override { return 2 * n_ + 1; }
   void sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index) const override;
-  std::map<std::string, double> metrics(const Batch& batch, const float* logits) const override;
+  void score(const Batch& batch, const float* logits, int suite, MetricSums& sums) const override;
   std::string token_text(int token) const override;
+  std::vector<std::string> metric_names() const override { return {"copy_acc"}; }
 
   int n_symbols() const { return n_; }
   int bos() const { return vocab_; }

@@ -18,7 +18,8 @@ struct Batch {
   std::vector<int> tokens;         // (B, T) model inputs
   std::vector<int> targets;        // (B, T) next-token targets (0 where unused)
   std::vector<float> loss_mask;    // (B, T) 1 where the target contributes to the training loss
-  std::vector<float> score_mask;   // (B, T) 1 where the task metric is scored (e.g. copy_acc positions)
+  std::vector<float> score_mask;   // (B, T) 1 where the task metric is scored (e.g. answer tokens)
+  std::vector<int> score_tag;      // (B, T) task-defined label of a scored position (Capo: which attribute), else 0
 
   void resize(int b, int t) {
     B = b;
@@ -27,11 +28,32 @@ struct Batch {
     targets.assign(size_t(b) * t, 0);
     loss_mask.assign(size_t(b) * t, 0.f);
     score_mask.assign(size_t(b) * t, 0.f);
+    score_tag.assign(size_t(b) * t, 0);
   }
 };
 
 // Streams: training batches use stream = step; held-out data uses streams at and above kHeldOutStream.
 inline constexpr uint64_t kHeldOutStream = uint64_t(1) << 62;
+
+// A metric accumulated over batches as sum / count (accuracy = hits / scored tokens, bpc = bits / chars, ...).
+struct MetricSum {
+  double sum = 0, count = 0;
+  void add(double value, double weight = 1) { sum += value, count += weight; }
+};
+using MetricSums = std::map<std::string, MetricSum>;
+
+// What a task's generative evaluation needs from a model, without depending on models: continue prompts.
+class TokenSampler {
+ public:
+  virtual ~TokenSampler() = default;
+  // Continues every prompt by up to max_new tokens, stopping a row after it emits any of stop_tokens (kept in the
+  // output). temperature 0 = greedy argmax; otherwise sampling from softmax(logits / temperature) with a stream
+  // derived from (seed, row), so results do not depend on batching or thread count. Returns only the new tokens.
+  virtual std::vector<std::vector<int>> continue_prompts(const std::vector<std::vector<int>>& prompts, int max_new,
+                                                         const std::vector<int>& stop_tokens, double temperature,
+                                                         uint64_t seed) = 0;
+  virtual int max_length() const = 0;  // prompt + continuation never exceed this
+};
 
 class Task {
  public:
@@ -39,12 +61,30 @@ class Task {
   virtual std::string name() const = 0;
   virtual int vocab_size() const = 0;  // including special tokens
   virtual int seq_len() const = 0;
-  // Fills row `row` of `batch` with sequence `index` of stream `stream`.
+  // Fills row `row` of `batch` with training sequence `index` of stream `stream`.
   virtual void sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index) const = 0;
-  // Task metrics from logits (B, T, V) for a batch made by this task; keys are metric names.
-  virtual std::map<std::string, double> metrics(const Batch& batch, const float* logits) const = 0;
-  // Human-readable token, for `data show` and reports.
   virtual std::string token_text(int token) const = 0;
+  // The metric names evaluate() reports for this task, headline first (progress bar, metrics.csv columns).
+  virtual std::vector<std::string> metric_names() const = 0;
+
+  // Held-out evaluation by teacher forcing runs over one or more suites (Depo: k = K and k = K/2), each with its
+  // own sequences. sample_eval defaults to sample().
+  virtual std::vector<std::string> eval_suites() const { return {""}; }
+  virtual void sample_eval(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index, int suite) const {
+    (void)suite;
+    sample(batch, row, seed, stream, index);
+  }
+  // Adds this batch's task metrics, computed from logits (B, T, V), to `sums`.
+  virtual void score(const Batch& batch, const float* logits, int suite, MetricSums& sums) const = 0;
+
+  // Turns the averaged sums into derived metrics (Capo: bits from per-attribute losses). Called once per evaluation.
+  virtual void finish_metrics(std::map<std::string, double>& metrics) const { (void)metrics; }
+
+  // Tasks scored on what the model generates (Brevo, Lano) override this; `count` problems, seeded.
+  virtual bool has_generation_eval() const { return false; }
+  virtual void score_generation(TokenSampler& sampler, uint64_t seed, int count, MetricSums& sums) const {
+    (void)sampler, (void)seed, (void)count, (void)sums;
+  }
 
   Batch make_batch(int B, uint64_t seed, uint64_t stream) const {
     Batch batch;
@@ -52,8 +92,26 @@ class Task {
     for (int b = 0; b < B; b++) sample(batch, b, seed, stream, uint64_t(b));
     return batch;
   }
+  Batch make_eval_batch(int B, uint64_t seed, uint64_t stream, int suite) const {
+    Batch batch;
+    batch.resize(B, seq_len());
+    for (int b = 0; b < B; b++) sample_eval(batch, b, seed, stream, uint64_t(b), suite);
+    return batch;
+  }
 };
 
+// Teacher-forced argmax accuracy over the scored positions of a batch, added to sums[metric].
+void score_argmax_accuracy(const Batch& batch, const float* logits, int vocab, const std::string& metric,
+                           MetricSums& sums);
+
+struct TaskShape {
+  int vocab_size = 0;
+  int seq_len = 0;
+};
+
+// Builds the task of a resolved config. Errors name the task.* key at fault.
 std::unique_ptr<Task> make_task(const TaskConfig& cfg);
+// The task's vocabulary and window, for config resolution (builds the task).
+TaskShape task_shape(const TaskConfig& cfg);
 
 }  // namespace canonlab

@@ -1,38 +1,60 @@
 #include "eval/evaluate.h"
 
+#include "eval/generate.h"
 #include "train/loss.h"
 
 namespace canonlab {
 
-std::vector<Batch> make_eval_batches(const Task& task, const RunConfig& cfg) {
-  std::vector<Batch> batches;
-  for (int i = 0; i < cfg.train.eval_batches; i++)
-    batches.push_back(task.make_batch(cfg.train.batch_size, cfg.train.data_seed, kHeldOutStream + uint64_t(i)));
+const float* logits_over_task_vocab(const float* logits, int rows, int model_vocab, int task_vocab,
+                                    std::vector<float>& buffer) {
+  if (model_vocab == task_vocab) return logits;
+  buffer.resize(size_t(rows) * size_t(task_vocab));
+  for (int r = 0; r < rows; r++)
+    std::copy(logits + size_t(r) * model_vocab, logits + size_t(r) * model_vocab + task_vocab,
+              buffer.begin() + long(r) * task_vocab);
+  return buffer.data();
+}
+
+std::vector<EvalBatch> make_eval_batches(const Task& task, const RunConfig& cfg) {
+  std::vector<EvalBatch> batches;
+  const std::vector<std::string> suites = task.eval_suites();
+  for (int s = 0; s < int(suites.size()); s++)
+    for (int i = 0; i < cfg.train.eval_batches; i++)
+      batches.push_back({s, task.make_eval_batch(cfg.train.batch_size, cfg.train.data_seed,
+                                                  kHeldOutStream + uint64_t(s) * 1000003 + uint64_t(i), s)});
   return batches;
 }
 
-nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std::vector<Batch>& batches, Arena& arena) {
+nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std::vector<EvalBatch>& batches,
+                        const RunConfig& cfg, Arena& arena) {
   double loss_sum = 0, loss_weight = 0;
-  std::map<std::string, double> metric_sum;
-  double metric_weight = 0;
-  for (const Batch& b : batches) {
+  MetricSums sums;
+  std::vector<float> task_logits;
+  for (const EvalBatch& eb : batches) {
+    const Batch& b = eb.batch;
     arena.reset();
     StepContext<float> ctx{arena};
     const float* logits = model.forward(ctx, b.tokens.data(), b.B, b.T);
-    const int V = model.vocab_size();
     LossResult<float> r =
-        masked_cross_entropy(arena, logits, b.targets.data(), b.loss_mask.data(), b.B * b.T, V, false);
-    double lw = 0, sw = 0;
+        masked_cross_entropy(arena, logits, b.targets.data(), b.loss_mask.data(), b.B * b.T, model.vocab_size(), false);
+    double lw = 0;
     for (float m : b.loss_mask) lw += m;
-    for (float m : b.score_mask) sw += m;
     loss_sum += r.loss * lw;
     loss_weight += lw;
-    for (auto& [k, v] : task.metrics(b, logits)) metric_sum[k] += v * sw;
-    metric_weight += sw;
+    task.score(b, logits_over_task_vocab(logits, b.B * b.T, model.vocab_size(), task.vocab_size(), task_logits), eb.suite,
+               sums);
   }
+  if (task.has_generation_eval()) {
+    ModelSampler sampler(model, arena, cfg.train.batch_size);
+    task.score_generation(sampler, cfg.train.data_seed ^ 0x5eed5eedULL, cfg.task.eval_samples, sums);
+  }
+  std::map<std::string, double> metrics;
+  for (auto& [k, m] : sums) metrics[k] = m.count > 0 ? m.sum / m.count : 0.0;
+  task.finish_metrics(metrics);
   nlohmann::json j;
   j["loss"] = loss_weight > 0 ? loss_sum / loss_weight : 0.0;
-  for (auto& [k, v] : metric_sum) j[k] = metric_weight > 0 ? v / metric_weight : 0.0;
+  for (auto& [k, v] : metrics) j[k] = v;
+  if (j.contains("capo_bits")) j["capo_bits_per_param"] = j["capo_bits"].get<double>() / double(model.params().total());
   return j;
 }
 

@@ -1,6 +1,7 @@
 #include "eval/ipmr.h"
 
 #include "config/model_shapes.h"
+#include "eval/evaluate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -83,11 +84,11 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
       for (int b = 0; b < B; b++)
         for (int q = q_begin; q <= q_end; q++) confident_hits[d] += peak_key[size_t(b) * nq + (q - q_begin)] == q - n + d;
     }
-    auto m = task.metrics(batch, logits);
-    double scored = 0;
-    for (float s : batch.score_mask) scored += s;
-    copy_hits += m["copy_acc"] * scored;
-    copy_count += scored;
+    MetricSums sums;
+    std::vector<float> task_logits;
+    task.score(batch, logits_over_task_vocab(logits, B * T, model.vocab_size(), task.vocab_size(), task_logits), 0, sums);
+    copy_hits += sums["copy_acc"].sum;
+    copy_count += sums["copy_acc"].count;
   }
   r.n_sequences = total;
   r.n_queries = total * nq;

@@ -46,7 +46,7 @@ ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunCo
 
 ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunConfig& cfg) {
   Arena arena;
-  return run_probe(model, task, cfg, evaluate(model, task, make_eval_batches(task, cfg), arena));
+  return run_probe(model, task, cfg, evaluate(model, task, make_eval_batches(task, cfg), cfg, arena));
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& where) {

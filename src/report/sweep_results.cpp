@@ -60,7 +60,12 @@ void read_metrics_jsonl(const fs::path& path, RunResult& run) {
       run.curves[curve].values.push_back(v);
     };
     if (split == "train") add("train_loss", "loss");
-    if (split == "eval") add("copy_acc", "copy_acc"), add("eval_loss", "loss");
+    if (split == "eval") {
+      add("eval_loss", "loss");
+      // Every task metric (copy_acc, depo_acc_k_max, bpc, ...) gets a curve under its own name.
+      for (const auto& [key, value] : j.items())
+        if (value.is_number() && key != "loss" && key != "step" && key != "elapsed_s") add(key, key.c_str());
+    }
   }
 }
 
@@ -153,7 +158,8 @@ std::map<std::string, double> metrics_from_summary(const std::string& summary_js
   };
   put("final_train_loss", number_or_nan(s, "final_train_loss"));
   if (s.contains("eval") && s["eval"].is_object()) {
-    put("copy_acc", number_or_nan(s["eval"], "copy_acc"));
+    for (const auto& [key, value] : s["eval"].items())
+      if (key != "loss" && value.is_number()) put(key, value.get<double>());
     put("eval_loss", number_or_nan(s["eval"], "loss"));
   }
   if (!s.contains("ipmr") || !s["ipmr"].is_object()) return m;
@@ -193,6 +199,15 @@ std::vector<MetricInfo> documented_metrics() {
       {"global_ipmr_d<k>", "global IPMR at delta k (the key-shift offset), for each k != 1 in the runs", true, true},
       {"global_ipmr_best", "the larger of the global IPMRs over all deltas measured", true, true},
       {"copy_acc", "held-out next-token accuracy where the token can be copied (eval.copy_acc)", true, true},
+      {"depo_acc_k_max", "Depo: answer-token accuracy at n = N, k = K (teacher forced)", true, true},
+      {"depo_acc_k_half", "Depo: answer-token accuracy at n = N, k = K/2 (teacher forced)", true, true},
+      {"brevo_acc", "Brevo: generated answers that list exactly the query's ancestors in a valid order, n = N", true, true},
+      {"mano_acc", "Mano: answer accuracy at l = L operators", true, true},
+      {"lano_acc", "Lano: sentences sampled at temperature 1 from <bos> that the grammar accepts", true, true},
+      {"capo_bits", "Capo: bits of biography knowledge stored (Part 3.3 estimate from attribute losses)", false, true},
+      {"capo_bits_per_param", "Capo: capo_bits divided by the model's parameter count", false, true},
+      {"mqar_acc", "MQAR: accuracy at the query positions", true, true},
+      {"bpc", "byte-level text: bits per character on the held-out split", false, false},
       {"eval_loss", "held-out loss at the end of training", false, false},
       {"final_train_loss", "training loss at the last step", false, false},
   };

@@ -12,8 +12,8 @@ namespace canonlab {
 class Progress {
  public:
   // enabled=false prints nothing (tests, --quiet); interactive redraws one line, else a line every 5 s.
-  Progress(int total_steps, bool enabled, bool interactive)
-      : total_(total_steps), enabled_(enabled), interactive_(interactive) {}
+  Progress(int total_steps, bool enabled, bool interactive, std::string headline_metric)
+      : total_(total_steps), enabled_(enabled), interactive_(interactive), headline_(std::move(headline_metric)) {}
 
   void update(int step, double loss, double tokens_per_s, const nlohmann::json& eval) {
     if (!enabled_) return;
@@ -33,9 +33,11 @@ class Progress {
     std::string bar(filled, '=');
     if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
     std::string extra;
-    if (eval.contains("copy_acc")) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " | eval copy_acc %.1f%%", 100.0 * eval["copy_acc"].get<double>());
+    if (eval.contains(headline_)) {
+      char buf[96];
+      const double v = eval[headline_].get<double>();
+      const bool rate = headline_.find("acc") != std::string::npos;
+      std::snprintf(buf, sizeof buf, rate ? " | eval %s %.1f%%" : " | eval %s %.4g", headline_.c_str(), rate ? 100.0 * v : v);
       extra = buf;
     }
     std::fprintf(stderr, "%sstep %d/%d [%s] loss %.4f | %.1fk tok/s | ETA %s%s%s", interactive_ ? "\r\033[K" : "",
@@ -59,6 +61,7 @@ class Progress {
 
   int total_;
   bool enabled_, interactive_;
+  std::string headline_;
   int first_step_ = -1;
   std::chrono::steady_clock::time_point start_{}, last_print_{};
 };

@@ -30,7 +30,8 @@ namespace {
 // Metrics go to metrics.jsonl (every record) and metrics.csv (a flat table of the same records).
 class MetricsLog {
  public:
-  MetricsLog(const std::string& dir, int keep_up_to_step) : jsonl_path_(dir + "/metrics.jsonl"), csv_path_(dir + "/metrics.csv") {
+  MetricsLog(const std::string& dir, int keep_up_to_step, std::vector<std::string> task_metrics)
+      : jsonl_path_(dir + "/metrics.jsonl"), csv_path_(dir + "/metrics.csv"), task_metrics_(std::move(task_metrics)) {
     // On resume, keep only the records of steps the checkpoint already covers, so the files read as if the run
     // had never been interrupted.
     std::vector<nlohmann::json> kept;
@@ -44,7 +45,9 @@ class MetricsLog {
     }
     jsonl_.open(jsonl_path_, std::ios::trunc);
     csv_.open(csv_path_, std::ios::trunc);
-    csv_ << "step,split,loss,lr,grad_norm,copy_acc,tokens_per_s,elapsed_s\n";
+    csv_ << "step,split,loss,lr,grad_norm,";
+    for (const std::string& m : task_metrics_) csv_ << m << ",";
+    csv_ << "tokens_per_s,elapsed_s\n";
     for (auto& j : kept) {
       write(j);
       if (j.value("split", "") == "train" && j.contains("loss")) last_train_loss_ = j["loss"].get<double>();
@@ -54,16 +57,18 @@ class MetricsLog {
   double last_train_loss() const { return last_train_loss_; }
   void write(const nlohmann::json& j) {
     jsonl_ << j.dump() << "\n";
-    auto num = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string(); };
+    auto num = [&](const std::string& k) { return j.contains(k) ? j[k].dump() : std::string(); };
     csv_ << num("step") << "," << j.value("split", "") << "," << num("loss") << "," << num("lr") << ","
-         << num("grad_norm") << "," << num("copy_acc") << "," << num("tokens_per_s") << "," << num("elapsed_s")
-         << "\n";
+         << num("grad_norm") << ",";
+    for (const std::string& m : task_metrics_) csv_ << num(m) << ",";
+    csv_ << num("tokens_per_s") << "," << num("elapsed_s") << "\n";
     jsonl_.flush();
     csv_.flush();
   }
 
  private:
   std::string jsonl_path_, csv_path_;
+  std::vector<std::string> task_metrics_;
   std::ofstream jsonl_, csv_;
   double last_train_loss_ = NAN;
 };
@@ -91,14 +96,14 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
                    "'" + out + "' already holds a run; pass --resume to continue it or choose another --out");
   }
   write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
-  MetricsLog metrics(out, cursor.step);
+  MetricsLog metrics(out, cursor.step, task->metric_names());
 
   const std::vector<uint8_t> decay = decay_mask(params, tc.decay_on);
-  const std::vector<Batch> eval_batches = make_eval_batches(*task, cfg);
+  const std::vector<EvalBatch> eval_batches = make_eval_batches(*task, cfg);
   const int B = tc.batch_size, T = task->seq_len();
   Arena arena;
   ActivationTrace<float> trace;
-  Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO));
+  Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO), task->metric_names().front());
 
   auto t_start = std::chrono::steady_clock::now();
   double last_loss = metrics.last_train_loss(), tokens_done = 0;
@@ -122,7 +127,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
       metrics.write({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
                      {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
     if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || cursor.step == tc.steps) {
-      last_eval = evaluate(*model, *task, eval_batches, arena);
+      last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
       nlohmann::json rec = last_eval;
       rec["step"] = cursor.step;
       rec["split"] = "eval";
@@ -135,7 +140,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   }
   progress.finish();
   // A run killed after its last checkpoint but before its summary resumes here with no step left to take.
-  if (last_eval.is_null()) last_eval = evaluate(*model, *task, eval_batches, arena);
+  if (last_eval.is_null()) last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
   nlohmann::json summary;

@@ -743,17 +743,20 @@ TEST(SweepAdoption, RunsLeftByAnotherSweepAreCheckedToo) {
   EXPECT_TRUE(contains(r.output, "was trained with another config than this grid's run 'seed=0'")) << r.output;
 }
 
-// Every study shipped in configs/sweeps/ must stay loadable as the config schema evolves.
+// Every study shipped in configs/sweeps/ and every paper grid in configs/paper/sweeps/ must stay loadable (each of
+// its runs resolves) as the config schema evolves.
 TEST(SweepGrid, EveryShippedSweepFileExpands) {
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(std::string(CANONLAB_SOURCE_DIR) + "/configs/sweeps")) {
-    if (entry.path().extension() != ".yaml") continue;
-    SCOPED_TRACE(entry.path().string());
-    const SweepSpec spec = load_sweep_spec(entry.path().string());
-    EXPECT_FALSE(expand_sweep(spec, 1).empty());
-    files++;
+  for (const std::string folder : {"/configs/sweeps", "/configs/paper/sweeps"}) {
+    for (const auto& entry : fs::directory_iterator(std::string(CANONLAB_SOURCE_DIR) + folder)) {
+      if (entry.path().extension() != ".yaml") continue;
+      SCOPED_TRACE(entry.path().string());
+      const SweepSpec spec = load_sweep_spec(entry.path().string());
+      EXPECT_FALSE(expand_sweep(spec, 1).empty());
+      files++;
+    }
   }
-  EXPECT_GE(files, 9);
+  EXPECT_GE(files, 19);
 }
 
 }  // namespace

@@ -1,0 +1,89 @@
+#include "data/lano.h"
+
+#include "data/data_path.h"
+
+#include "engine/error.h"
+
+namespace canonlab {
+
+namespace {
+
+Grammar lano_grammar(const LanoConfig& cfg) {
+  return cfg.grammar == "generate" ? generate_grammar(cfg) : load_grammar_json(resolve_data_path(cfg.grammar), "task.lano.grammar");
+}
+
+// A window's first sentence is redrawn when it does not fit; this many long draws in a row means the context is
+// far too short for the grammar.
+constexpr int kMaxRedraws = 1000;
+
+}  // namespace
+
+LanoTask::LanoTask(const TaskConfig& cfg)
+    : grammar_(lano_grammar(cfg.lano)),
+      parser_(grammar_),
+      context_(cfg.context > 0 ? cfg.context : 512),
+      max_sentence_(cfg.lano.max_sentence > 0 ? cfg.lano.max_sentence : context_ - 1) {
+  CANONLAB_CHECK(!loss_on_answers(cfg, false), "task.loss_on: 'answers' has no meaning for lano (every token is "
+                                               "data); allowed: default, all");
+  const int shortest = sentence_lengths(grammar_).min[0][0] + 1;  // <bos> + the shortest sentence
+  CANONLAB_CHECK(shortest <= context_, "task.context: " + std::to_string(context_) +
+                                           " cannot hold the grammar's shortest sentence with its <bos> (" +
+                                           std::to_string(shortest) + " tokens); allowed: >= " +
+                                           std::to_string(shortest));
+}
+
+Instance LanoTask::make_instance(CounterRng& rng, int) const {
+  std::vector<int> sentence;
+  sample_sentence(grammar_, rng, sentence);
+  Instance inst;
+  inst.tokens.reserve(sentence.size() + 1);
+  inst.push(bos(), true);
+  for (int t : sentence) inst.push(t, true);
+  return inst;
+}
+
+void LanoTask::fill_row(Batch& batch, int row, CounterRng& rng, int suite) const {
+  bool first = true;
+  pack_row(batch, row, rng, [&](CounterRng& r) {
+    Instance inst = make_instance(r, suite);
+    for (int tries = 1; first && inst.size() > context_; tries++) {
+      CANONLAB_CHECK(tries < kMaxRedraws, "task.context: " + std::to_string(context_) + " tokens held none of " +
+                                              std::to_string(kMaxRedraws) + " sentences drawn from the grammar; "
+                                              "raise task.context");
+      inst = make_instance(r, suite);
+    }
+    first = false;
+    return inst;
+  });
+}
+
+void LanoTask::sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index) const {
+  CounterRng rng = row_rng(seed, stream, index);
+  fill_row(batch, row, rng, kTrainingInstance);
+}
+
+void LanoTask::sample_eval(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index, int suite) const {
+  CounterRng rng = row_rng(seed, stream, index);
+  fill_row(batch, row, rng, suite);
+}
+
+bool LanoTask::accepts_sample(const std::vector<int>& sample) const {
+  if (sample.empty() || sample.back() != bos()) return false;
+  return parser_.accepts(std::vector<int>(sample.begin(), sample.end() - 1));
+}
+
+void LanoTask::score_generation(TokenSampler& sampler, uint64_t seed, int count, MetricSums& sums) const {
+  const std::vector<std::vector<int>> prompts(static_cast<size_t>(count), std::vector<int>{bos()});
+  // The sampler also stops at its max_length, so a sample that runs to the end of the window without <bos> is
+  // wrong, as is one cut at max_sentence.
+  const auto samples = sampler.continue_prompts(prompts, max_new_tokens(), {bos()}, 1.0, seed);
+  for (const std::vector<int>& s : samples) sums["lano_acc"].add(accepts_sample(s) ? 1.0 : 0.0);
+}
+
+std::string LanoTask::token_text(int token) const {
+  if (token == bos()) return "<bos>";
+  if (token >= 0 && token < bos()) return std::to_string(grammar_.levels.back().ids[size_t(token)]);
+  return "<unk>";
+}
+
+}  // namespace canonlab
