@@ -416,7 +416,11 @@ class Builder {
     figures.push_back(add_svg("strip-" + slug(plan_.metric) + suffix + ".svg", svg::strip_plot(strip),
                               "Figure: " + plan_.metric + " per " + col.name + "; dots are " + row.name +
                                   "s (jittered sideways), the line joins the means."));
-    figures.push_back(curve_figure("copy_acc", "eval copy_acc", true, section, suffix));
+    // The reported metric's own eval curve when the runs log one (task metrics); IPMR metrics are measured once at
+    // the end, and their runs' eval curve is the copy task's accuracy.
+    const std::string eval_curve = any_run_has_curve(plan_.metric) ? plan_.metric : "copy_acc";
+    const bool eval_percent = eval_curve == plan_.metric ? metric_.percent : true;
+    figures.push_back(curve_figure(eval_curve, "eval " + eval_curve, eval_percent, section, suffix));
     figures.push_back(curve_figure("train_loss", "train loss", false, section, suffix));
     doc_.heading(3, "Plots");
     doc_.figures(std::move(figures));
@@ -443,6 +447,12 @@ class Builder {
         mean.values.push_back(sum_count.first / sum_count.second);
       }
     return mean;
+  }
+
+  bool any_run_has_curve(const std::string& curve) const {
+    for (const RunResult& r : sweep_.runs)
+      if (r.curves.count(curve)) return true;
+    return false;
   }
 
   doc::Figure curve_figure(const std::string& curve, const std::string& label, bool percent,

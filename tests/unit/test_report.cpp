@@ -466,3 +466,24 @@ TEST(Svg, FixedNumberFormatting) {
   EXPECT_EQ(svg::heat_colour(1), std::string(svg::kHeatHigh));
   EXPECT_EQ(svg::heat_colour(7), std::string(svg::kHeatHigh));
 }
+
+TEST(Report, TaskMetricsGetTheirOwnTableAndCurve) {
+  // Runs of a non-copy task log their metric in eval records and the summary; the report plots that metric's
+  // curve (not copy_acc's) and tabulates its final values.
+  const fs::path dir = nine_seed_sweep();
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().filename() == "summary.json") {
+      json s = json::parse(read(e.path()));
+      s["eval"]["depo_acc_k_max"] = 0.25;
+      std::ofstream(e.path()) << s.dump();
+    }
+    if (e.path().filename() == "metrics.jsonl")
+      std::ofstream(e.path(), std::ios::app)
+          << json({{"step", 100}, {"split", "eval"}, {"depo_acc_k_max", 0.25}, {"loss", 3.0}}).dump() << "\n";
+  }
+  const CliResult r = run_cli("report --metric depo_acc_k_max " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "report" / "curve-depo_acc_k_max.svg"));
+  EXPECT_FALSE(fs::exists(dir / "report" / "curve-copy_acc.svg"));
+  expect_contains(read(dir / "report" / "report.md"), "25.0%");
+}
