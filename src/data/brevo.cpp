@@ -118,10 +118,8 @@ BrevoInstance BrevoTask::draw_with(CounterRng& rng, int n) const {
   } else {
     std::vector<int> pool(static_cast<size_t>(n_max_));
     std::iota(pool.begin(), pool.end(), 0);
-    for (int i = 0; i < n; i++) {
-      std::swap(pool[size_t(i)], pool[size_t(i) + rng.below(uint64_t(n_max_ - i))]);
-      d.names.push_back({pool[size_t(i)]});
-    }
+    partial_shuffle(std::span(pool), size_t(n), rng);
+    for (int i = 0; i < n; i++) d.names.push_back({pool[size_t(i)]});
   }
 
   // The DAG: leaves first, then each vertex picks its parents among earlier vertices with spare out-degree.
@@ -135,8 +133,8 @@ BrevoInstance BrevoTask::draw_with(CounterRng& rng, int n) const {
     for (int u = 0; u < v; u++)
       if (out_degree[size_t(u)] < max_degree_) candidates.push_back(u);
     const int count = 1 + int(rng.below(uint64_t(std::min(max_degree_, int(candidates.size())))));
+    partial_shuffle(std::span(candidates), size_t(count), rng);
     for (int i = 0; i < count; i++) {
-      std::swap(candidates[size_t(i)], candidates[size_t(i) + rng.below(candidates.size() - size_t(i))]);
       const int p = candidates[size_t(i)];
       d.parents[size_t(v)].push_back(p);
       out_degree[size_t(p)]++;
@@ -150,7 +148,7 @@ BrevoInstance BrevoTask::draw_with(CounterRng& rng, int n) const {
 
   for (int v = 0; v < n; v++)
     for (int p : d.parents[size_t(v)]) d.edges.emplace_back(p, v);
-  for (size_t i = d.edges.size(); i > 1; i--) std::swap(d.edges[i - 1], d.edges[rng.below(i)]);
+  shuffle(std::span(d.edges), rng);
 
   Instance& inst = d.tokens;
   const bool all = !answers_only_;

@@ -339,7 +339,7 @@ CapoBio CapoTask::bio(uint64_t seed, int64_t p, CounterRng& rng) const {
   CapoBio b;
   b.person = p;
   for (int a = 0; a < kCapoAttributes; a++) b.order[size_t(a)] = a;
-  for (int i = kCapoAttributes - 1; i > 0; i--) std::swap(b.order[size_t(i)], b.order[rng.below(uint64_t(i + 1))]);
+  shuffle(std::span(b.order), rng);
   for (int a = 0; a < kCapoAttributes; a++) b.templates[size_t(a)] = int(rng.below(templates_[size_t(a)].size()));
 
   Instance& inst = b.tokens;

@@ -23,10 +23,7 @@ void CopyTask::sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uin
   CounterRng rng(seed, stream * 0x100000001b3ULL + index);
   std::vector<int> pool(vocab_);
   std::iota(pool.begin(), pool.end(), 0);
-  for (int i = 0; i < n_; i++) {
-    int j = i + int(rng.below(uint64_t(vocab_ - i)));
-    std::swap(pool[i], pool[j]);
-  }
+  partial_shuffle(std::span(pool), size_t(n_), rng);
   tok[0] = bos();
   for (int i = 0; i < n_; i++) {
     tok[1 + i] = pool[i];

@@ -39,12 +39,12 @@ DepoInstance DepoTask::draw_with(CounterRng& rng, int n, int k) const {
   // One n-cycle: visit the vertices in a random order and link each to the next.
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  for (int i = n - 1; i > 0; i--) std::swap(order[size_t(i)], order[rng.below(uint64_t(i + 1))]);
+  shuffle(std::span(order), rng);
   d.successor.assign(size_t(n), 0);
   for (int i = 0; i < n; i++) d.successor[size_t(order[size_t(i)])] = order[size_t((i + 1) % n)];
   std::vector<int> listed(static_cast<size_t>(n));
   std::iota(listed.begin(), listed.end(), 0);
-  for (int i = n - 1; i > 0; i--) std::swap(listed[size_t(i)], listed[rng.below(uint64_t(i + 1))]);
+  shuffle(std::span(listed), rng);
   for (int x : listed) d.edges.emplace_back(x, d.successor[size_t(x)]);
 
   // Queries on distinct vertices.

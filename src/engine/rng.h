@@ -4,6 +4,8 @@
 // The mixer is SplitMix64's finaliser applied to a Philox-style key/counter combination.
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <utility>
 
 namespace canonlab {
 
@@ -40,5 +42,18 @@ struct CounterRng {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
 };
+
+// A uniform random permutation of `items` (Fisher-Yates, drawing from the last position down).
+template <class T, size_t N>
+void shuffle(std::span<T, N> items, CounterRng& rng) {
+  for (size_t i = items.size(); i > 1; i--) std::swap(items[i - 1], items[rng.below(i)]);
+}
+
+// The first k positions of `items` become a uniform random draw without replacement (a partial Fisher-Yates,
+// drawing front to back); the rest holds the remaining items.
+template <class T, size_t N>
+void partial_shuffle(std::span<T, N> items, size_t k, CounterRng& rng) {
+  for (size_t i = 0; i < k; i++) std::swap(items[i], items[i + rng.below(items.size() - i)]);
+}
 
 }  // namespace canonlab
