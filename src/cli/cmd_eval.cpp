@@ -1,4 +1,5 @@
-// canonlab eval CHECKPOINT|RUN_DIR [--json]: task metrics and the IPMR table of a checkpoint.
+// canonlab eval CHECKPOINT|RUN_DIR [--set task.k=v]... [--json]: task metrics and the IPMR table of a checkpoint,
+// on the task it was trained on or on a changed one (longer cycles, a smaller window, more eval samples).
 #include <iostream>
 #include <memory>
 
@@ -11,11 +12,12 @@ namespace {
 
 struct EvalArgs {
   std::string checkpoint;
+  std::vector<std::string> sets;
   bool json_out = false;
 };
 
 int run_eval(const EvalArgs& a) {
-  LoadedCheckpoint c = load_checkpoint(a.checkpoint);
+  LoadedCheckpoint c = load_checkpoint(a.checkpoint, a.sets);
   const ProbeResult probe = run_probe(*c.model, *c.task, c.cfg);
   nlohmann::json out = probe.to_json();
   out["checkpoint"] = c.path;
@@ -34,6 +36,8 @@ Command add_eval_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint: task metrics and the IPMR table");
   sub->add_option("checkpoint", a->checkpoint, "A .model.safetensors file, a run directory or its checkpoints/")
       ->required();
+  sub->add_option("--set", a->sets,
+                  "Evaluate on a changed task or eval setting: --set task.context=64 (repeatable; task.*, train.*, probe.*)");
   sub->add_flag("--json", a->json_out, "Print JSON");
   return {sub, [a] { return run_eval(*a); }};
 }

@@ -1,4 +1,4 @@
-// canonlab probe RUN_DIR|CHECKPOINT [--heads L0H1,L3H3] [--examples N] [--out DIR] [--json]
+// canonlab probe RUN_DIR|CHECKPOINT [--set task.k=v]... [--heads L0H1,L3H3] [--examples N] [--out DIR] [--json]
 // The induction probes of a checkpoint (eval loss and copy_acc, per-head IPMR at delta = 1 and the key-shift
 // offset, top heads, mean and global IPMR) plus attention maps of chosen heads on held-out sequences, written
 // as probe.json, SVG pictures and a self-contained index.html.
@@ -27,6 +27,7 @@ constexpr int kMaxExamples = 64;     // each example is one picture per head; mo
 
 struct ProbeArgs {
   std::string checkpoint, heads, out;
+  std::vector<std::string> sets;
   int examples = 2;
   bool json_out = false;
 };
@@ -80,7 +81,7 @@ std::vector<FigureGroup> draw_figures(const IpmrResult& ipmr, const AttentionMap
 int run_probe_command(const ProbeArgs& a) {
   CANONLAB_CHECK(a.examples >= 1 && a.examples <= kMaxExamples, "--examples " + std::to_string(a.examples) +
                                                                     " is out of range; allowed: 1.." + std::to_string(kMaxExamples));
-  LoadedCheckpoint c = load_checkpoint(a.checkpoint);
+  LoadedCheckpoint c = load_checkpoint(a.checkpoint, a.sets);
   const auto* task = dynamic_cast<const CopyTask*>(c.task.get());
   CANONLAB_CHECK(task, "probe measures induction on the copy task; '" + c.path + "' was trained on task '" +
                            c.task->name() + "'");
@@ -156,6 +157,7 @@ Command add_probe_command(CLI::App& app) {
                                            std::to_string(kDefaultTopHeads) + " by IPMR at delta=1, plus the top "
                                            "head at the key-shift offset)");
   sub->add_option("--examples", a->examples, "Held-out sequences to draw attention maps on, 1.." + std::to_string(kMaxExamples) + " (default 2)");
+  sub->add_option("--set", a->sets, "Probe on a changed task: --set task.n_symbols=32 (repeatable; task.*, train.*, probe.*)");
   sub->add_option("--out", a->out, "Output directory (default: RUN_DIR/probe)");
   sub->add_flag("--json", a->json_out, "Print probe.json instead of the text report");
   return {sub, [a] { return run_probe_command(*a); }};

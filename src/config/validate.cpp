@@ -64,8 +64,7 @@ void check_task(TaskConfig& task) {
     fail("task.loss_on: 'answers' has no meaning for the " + task.name + " task (it has no answers); allowed: default, all" +
          std::string(task.name == "copy" ? ", copy" : ""));
   if (task.loss_on == "default") {
-    const bool answers = task.name == "depo" || task.name == "brevo" || task.name == "mqar";
-    task.loss_on = answers ? "answers" : "all";
+    task.loss_on = paper_trains_on_answers_only(task.name) ? "answers" : "all";
   }
 }
 

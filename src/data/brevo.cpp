@@ -26,7 +26,7 @@ BrevoTask::BrevoTask(const TaskConfig& cfg)
     : n_max_(cfg.brevo.n_max), name_vocab_(cfg.brevo.name_vocab), len_min_(cfg.brevo.name_len_min),
       len_max_(cfg.brevo.name_len_max), max_degree_(cfg.brevo.max_degree),
       context_(cfg.context > 0 ? cfg.context : (cfg.brevo.name_vocab > 0 ? 1536 : 1024)),
-      query_last_(cfg.brevo.query_from == "last"), answers_only_(loss_on_answers(cfg, true)) {
+      query_last_(cfg.brevo.query_from == "last"), answers_only_(loss_on_answers(cfg)) {
   CANONLAB_CHECK(n_max_ >= 3, "task.brevo.n_max: " + std::to_string(n_max_) + "; allowed: >= 3");
   CANONLAB_CHECK(max_degree_ >= 1, "task.brevo.max_degree: " + std::to_string(max_degree_) + "; allowed: >= 1");
   CANONLAB_CHECK(cfg.brevo.query_from == "last_quarter" || cfg.brevo.query_from == "last",

@@ -124,7 +124,7 @@ uint64_t KeyedPermutation::operator()(uint64_t x) const {
 
 CapoTask::CapoTask(const TaskConfig& cfg)
     : people_(cfg.capo.people), exposures_(cfg.capo.exposures), eval_people_(std::min(cfg.capo.eval_people, cfg.capo.people)),
-      context_(cfg.context > 0 ? cfg.context : 512), answers_only_(loss_on_answers(cfg, false)) {
+      context_(cfg.context > 0 ? cfg.context : 512), answers_only_(loss_on_answers(cfg)) {
   CANONLAB_CHECK(cfg.capo.people >= 1, "task.capo.people: " + std::to_string(cfg.capo.people) + "; allowed: >= 1");
   CANONLAB_CHECK(cfg.capo.exposures >= 1, "task.capo.exposures: " + std::to_string(cfg.capo.exposures) + "; allowed: >= 1");
   CANONLAB_CHECK(cfg.capo.eval_people >= 1, "task.capo.eval_people: " + std::to_string(cfg.capo.eval_people) + "; allowed: >= 1");

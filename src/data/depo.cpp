@@ -9,7 +9,7 @@ namespace canonlab {
 DepoTask::DepoTask(const TaskConfig& cfg)
     : n_max_(cfg.depo.n_max), k_max_(cfg.depo.k_max), name_vocab_(cfg.depo.name_vocab),
       len_min_(cfg.depo.name_len_min), len_max_(cfg.depo.name_len_max), queries_(cfg.depo.queries),
-      context_(cfg.context > 0 ? cfg.context : 2048), answers_only_(loss_on_answers(cfg, true)) {
+      context_(cfg.context > 0 ? cfg.context : 2048), answers_only_(loss_on_answers(cfg)) {
   CANONLAB_CHECK(len_max_ >= len_min_, "task.depo.name_len_max: " + std::to_string(len_max_) +
                                            " is below task.depo.name_len_min = " + std::to_string(len_min_));
   const int64_t space = multi_token_name_space(name_vocab_, len_min_, len_max_);

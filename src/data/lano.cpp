@@ -23,7 +23,7 @@ LanoTask::LanoTask(const TaskConfig& cfg)
       parser_(grammar_),
       context_(cfg.context > 0 ? cfg.context : 512),
       max_sentence_(cfg.lano.max_sentence > 0 ? cfg.lano.max_sentence : context_ - 1) {
-  CANONLAB_CHECK(!loss_on_answers(cfg, false), "task.loss_on: 'answers' has no meaning for lano (every token is "
+  CANONLAB_CHECK(!loss_on_answers(cfg), "task.loss_on: 'answers' has no meaning for lano (every token is "
                                                "data); allowed: default, all");
   const int shortest = sentence_lengths(grammar_).min[0][0] + 1;  // <bos> + the shortest sentence
   CANONLAB_CHECK(shortest <= context_, "task.context: " + std::to_string(context_) +

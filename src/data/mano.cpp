@@ -6,7 +6,7 @@ namespace canonlab {
 
 ManoTask::ManoTask(const TaskConfig& cfg)
     : max_ops_(cfg.mano.max_ops), modulus_(cfg.mano.modulus), context_(cfg.context > 0 ? cfg.context : 1024),
-      knowledge_augment_(cfg.mano.knowledge_augment), answers_only_(loss_on_answers(cfg, false)) {
+      knowledge_augment_(cfg.mano.knowledge_augment), answers_only_(loss_on_answers(cfg)) {
   CANONLAB_CHECK(!cfg.mano.ops.empty(), "task.mano.ops: empty; allowed: a list of +, -, *");
   for (const std::string& op : cfg.mano.ops) ops_.push_back(op[0]);
   const int longest = 4 + 2 * max_ops_ + 1;  // <bos> <len> (2l + 1 symbols) <ans> v

@@ -10,7 +10,7 @@ namespace canonlab {
 
 MqarTask::MqarTask(const TaskConfig& cfg)
     : vocab_(cfg.mqar.vocab), pairs_(cfg.mqar.pairs), context_(cfg.context > 0 ? cfg.context : 64),
-      random_non_queries_(cfg.mqar.random_non_queries), answers_only_(loss_on_answers(cfg, true)) {
+      random_non_queries_(cfg.mqar.random_non_queries), answers_only_(loss_on_answers(cfg)) {
   CANONLAB_CHECK(cfg.context >= 0, "task.context: " + std::to_string(cfg.context) +
                                        " is negative; allowed: 0 (the MQAR default, 64) or >= 4 * task.mqar.pairs");
   CANONLAB_CHECK(pairs_ >= 1, "task.mqar.pairs: " + std::to_string(pairs_) + " is not allowed; allowed: >= 1");

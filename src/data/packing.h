@@ -119,9 +119,10 @@ class PackedTask : public Task {
   }
 };
 
-// "answers" when the config asks for it, or when it says "default" and the paper trains this task on answers only.
-inline bool loss_on_answers(const TaskConfig& cfg, bool paper_default_is_answers) {
-  return cfg.loss_on == "answers" || (cfg.loss_on == "default" && paper_default_is_answers);
+// "answers" when the config asks for it, or when it says "default" and the paper trains this task on answers only
+// (a config that went through validation has "default" resolved already; tests build tasks from raw configs).
+inline bool loss_on_answers(const TaskConfig& cfg) {
+  return cfg.loss_on == "answers" || (cfg.loss_on == "default" && paper_trains_on_answers_only(cfg.name));
 }
 
 }  // namespace canonlab

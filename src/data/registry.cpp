@@ -30,6 +30,10 @@ std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
   throw Error("task.name: '" + cfg.name + "' is not available; allowed: copy, depo, brevo, mano, lano, capo, mqar, text");
 }
 
+bool paper_trains_on_answers_only(const std::string& task_name) {
+  return task_name == "depo" || task_name == "brevo" || task_name == "mqar";
+}
+
 TaskShape task_shape(const TaskConfig& cfg) {
   auto task = make_task(cfg);
   return {task->vocab_size(), task->seq_len()};

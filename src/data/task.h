@@ -109,6 +109,10 @@ struct TaskShape {
   int seq_len = 0;
 };
 
+// The paper's loss rule for task.loss_on = default: Depo, Brevo and MQAR train on their answers only, every other
+// task on every token.
+bool paper_trains_on_answers_only(const std::string& task_name);
+
 // Builds the task of a resolved config. Errors name the task.* key at fault.
 std::unique_ptr<Task> make_task(const TaskConfig& cfg);
 // The task's vocabulary and window, for config resolution (builds the task).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "config/config.h"
 #include "config/model_shapes.h"
 
 #include "data/copy_task.h"
@@ -49,7 +50,7 @@ ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunCo
   return run_probe(model, task, cfg, evaluate(model, task, make_eval_batches(task, cfg), cfg, arena));
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& where) {
+LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std::string>& overrides) {
   LoadedCheckpoint c;
   c.path = where;
   if (fs::is_directory(where)) {
@@ -60,6 +61,13 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
   }
   CANONLAB_CHECK(fs::is_regular_file(c.path), "checkpoint '" + c.path + "' does not exist");
   c.cfg = read_model_config(c.path);
+  if (!overrides.empty()) {
+    for (const std::string& o : overrides)
+      CANONLAB_CHECK(!o.starts_with("model.") && !o.starts_with("model="),
+                     "--set " + o + ": the checkpoint's weights fix model.*; at evaluation only task.*, train.* "
+                     "and probe.* keys can change");
+    c.cfg = config_from_yaml_string(config_to_yaml(c.cfg), overrides);
+  }
   // The step lives in the checkpoint's metadata (checkpoint.h has no accessor; a second read of a few MB).
   const SafetensorsFile file = read_safetensors(c.path);
   if (auto it = file.metadata.find("canonlab.step"); it != file.metadata.end()) c.step = std::stoi(it->second);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,8 @@ struct LoadedCheckpoint {
 
 // `where`: a .model.safetensors file, a run directory, or a checkpoints/ directory (its latest checkpoint).
 // Applies the run's train.threads, so probes see the same numerics as the end of training.
-LoadedCheckpoint load_checkpoint(const std::string& where);
+// `overrides` ("task.context=64", as --set) change how the model is evaluated: the task (a longer cycle, a
+// smaller window, more eval samples), train.* and probe.* keys. A model.* key is refused: the weights fix the model.
+LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std::string>& overrides = {});
 
 }  // namespace canonlab

@@ -68,6 +68,19 @@ TEST(Cli, TrainWritesEveryOutputAndEvalReadsTheCheckpoint) {
   EXPECT_NE(e.output.find("IPMR at delta=1"), std::string::npos) << e.output;
   EXPECT_NE(e.output.find("top heads:"), std::string::npos) << e.output;
 
+  // --set evaluates the same weights on a changed task; the weights fix model.*, so a model key is refused.
+  Result plain = run_cli("eval " + out + " --json");
+  Result shorter = run_cli("eval " + out + " --json --set task.n_symbols=8");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(shorter.exit_code, 0) << shorter.output;
+  EXPECT_NE(plain.output, shorter.output);
+  Result model_key = run_cli("eval " + out + " --set model.d_model=32");
+  EXPECT_NE(model_key.exit_code, 0);
+  EXPECT_NE(model_key.output.find("model.d_model=32"), std::string::npos) << model_key.output;
+  Result bad_value = run_cli("eval " + out + " --set task.n_symbols=abc");
+  EXPECT_NE(bad_value.exit_code, 0);
+  EXPECT_NE(bad_value.output.find("task.n_symbols"), std::string::npos) << bad_value.output;
+
   // The resolved config is itself a valid config that reproduces the run's settings.
   Result again = run_cli("train " + out + "/config.resolved.yaml --set train.steps=1 --quiet --out " + out + "_again");
   EXPECT_EQ(again.exit_code, 0) << again.output;
