@@ -3,7 +3,6 @@
 #include <numeric>
 
 #include "engine/error.h"
-#include "engine/rng.h"
 
 namespace canonlab {
 
@@ -20,7 +19,7 @@ void CopyTask::sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uin
   float* smask = batch.score_mask.data() + size_t(row) * T;
 
   // n distinct symbols: a partial Fisher-Yates shuffle of 0..vocab-1 driven by this sequence's own stream.
-  CounterRng rng(seed, stream * 0x100000001b3ULL + index);
+  CounterRng rng = row_rng(seed, stream, index);
   std::vector<int> pool(vocab_);
   std::iota(pool.begin(), pool.end(), 0);
   partial_shuffle(std::span(pool), size_t(n_), rng);

@@ -31,11 +31,6 @@ struct Instance {
   int size() const { return int(tokens.size()); }
 };
 
-// The RNG of one row: every row of every stream draws from its own counter-based stream.
-inline CounterRng row_rng(uint64_t seed, uint64_t stream, uint64_t index) {
-  return CounterRng(seed, stream * 0x100000001b3ULL + index);
-}
-
 // Fills row `row` of `batch` with instances from `next_instance(rng)` (packed as described above). The first
 // instance must fit: otherwise an Error names task.context. Returns the number of whole instances placed.
 template <class NextInstance>

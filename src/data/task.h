@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "engine/rng.h"
 
 namespace canonlab {
 
@@ -54,6 +55,12 @@ class TokenSampler {
                                                          uint64_t seed) = 0;
   virtual int max_length() const = 0;  // prompt + continuation never exceed this
 };
+
+// The RNG of one row (Task::sample's seed, stream, index): every row of every stream draws from its own
+// counter-based stream.
+inline CounterRng row_rng(uint64_t seed, uint64_t stream, uint64_t index) {
+  return CounterRng(seed, stream * 0x100000001b3ULL + index);
+}
 
 class Task {
  public:
