@@ -81,7 +81,7 @@ std::vector<FigureGroup> draw_figures(const IpmrResult& ipmr, const AttentionMap
 int run_probe_command(const ProbeArgs& a) {
   CANONLAB_CHECK(a.examples >= 1 && a.examples <= kMaxExamples, "--examples " + std::to_string(a.examples) +
                                                                     " is out of range; allowed: 1.." + std::to_string(kMaxExamples));
-  LoadedCheckpoint c = load_checkpoint(a.checkpoint, a.sets);
+  LoadedCheckpoint c = load_checkpoint(a.checkpoint, a.sets, Purpose::probe);
   const auto* task = dynamic_cast<const CopyTask*>(c.task.get());
   CANONLAB_CHECK(task, "probe measures induction on the copy task; '" + c.path + "' was trained on task '" +
                            c.task->name() + "'");

@@ -1,10 +1,13 @@
-// canonlab train CONFIG [--set k=v]... [--out DIR] [--resume] [--quiet]
+// canonlab train CONFIG [--set k=v]... [--out DIR] [--resume] [--quiet] [--dry-run]
+// Before anything is allocated the run's memory is estimated (train/resource_estimate.h) and a run that would not
+// fit is refused; --dry-run prints the estimate (memory, parameters, FLOPs, time) and stops there.
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "train/resource_estimate.h"
 #include "train/trainer.h"
 
 namespace canonlab::cli {
@@ -14,11 +17,20 @@ namespace {
 struct TrainArgs {
   std::string config_path, out;
   std::vector<std::string> sets;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, dry_run = false;
 };
 
 int run_train(const TrainArgs& a) {
   RunConfig cfg = load_config(a.config_path, a.sets);
+  const ResourceEstimate estimate = estimate_resources(cfg, a.resume ? Purpose::resume : Purpose::train);
+  if (a.dry_run) {
+    const TimeEstimate time = estimate_time(estimate, cfg);
+    std::cout << format_estimate(estimate, cfg, &time) << std::flush;
+    check_resources(estimate, cfg);  // a run that would be refused says so, and exits 2
+    std::cout << "dry run: nothing was trained and no run directory was created\n";
+    return 0;
+  }
+  check_resources(estimate, cfg);
   TrainOptions opt;
   opt.out_dir = a.out.empty() ? "runs/" + std::filesystem::path(a.config_path).stem().string() : a.out;
   opt.resume = a.resume;
@@ -39,6 +51,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--out", a->out, "Run directory (default runs/<config name>)");
   sub->add_flag("--resume", a->resume, "Continue bit-exactly from the run directory's latest checkpoint");
   sub->add_flag("--quiet", a->quiet, "No progress bar");
+  sub->add_flag("--dry-run", a->dry_run,
+                "Print the estimated memory, parameters, FLOPs and time of the run, then stop (docs/resources.md)");
   return {sub, [a] { return run_train(*a); }};
 }
 

@@ -1,5 +1,10 @@
 // canonlab command line. Each subcommand lives in its own cmd_<name>.cpp; user errors exit with status 2.
+#include <filesystem>
 #include <iostream>
+#include <new>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <vector>
 
 #include "cli/commands.h"
@@ -7,7 +12,36 @@
 
 using namespace canonlab;
 
+namespace {
+
+// "cannot create directories 'runs/x': Read-only file system" from libstdc++'s
+// "filesystem error: cannot create directories: Read-only file system [runs/x]".
+std::string describe_filesystem_error(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();
+  const std::string prefix = "filesystem error: ";
+  if (what.starts_with(prefix)) what = what.substr(prefix.size());
+  const std::string operation = what.substr(0, what.find(':'));
+  std::string text = operation + " '" + e.path1().string() + "'";
+  if (!e.path2().empty()) text += " and '" + e.path2().string() + "'";
+  return text + ": " + e.code().message();
+}
+
+// Buffers of 1 MiB and more (arena blocks, the parameter store, batches, checkpoint reads) get mappings of their
+// own and go back to the system when freed. glibc's default raises this threshold after the first large free and
+// from then on serves arena blocks from the heap, which keeps them when they are freed: the IPMR probe after
+// training then held the blocks of its first batch twice, once freed in the heap and once merged (E1-Bk0 at
+// T = 255: 666 MiB peak instead of 554; docs/resources.md). With a fixed threshold the peak is the resource
+// estimate's sum of live buffers; the training loop allocates nothing this large after its first step.
+void return_large_buffers_to_the_system() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  return_large_buffers_to_the_system();
   CLI::App app{"canonlab: train small language models on synthetic tasks and probe what they learned"};
   app.require_subcommand(1);
   const std::vector<cli::Command> commands = {
@@ -27,7 +61,14 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
-  } catch (const std::exception& e) {  // file system and other library failures: say what, do not abort
+  } catch (const std::filesystem::filesystem_error& e) {
+    // Most file system failures are caught where they happen and named there; this is the fallback for the rest.
+    std::cerr << "error: " << describe_filesystem_error(e) << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory; `canonlab train CONFIG --dry-run` estimates what a config needs\n";
+    return 1;
+  } catch (const std::exception& e) {  // other library failures: say what, do not abort
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }

@@ -3,14 +3,12 @@
 // the same checks.
 #include "config/apply.h"
 
-#include <cctype>
-#include <charconv>
-#include <cmath>
 #include <map>
 #include <optional>
 
 #include "config/schema.h"
 #include "engine/error.h"
+#include "io/strict_number.h"
 
 namespace canonlab::config_detail {
 namespace {
@@ -28,24 +26,6 @@ std::string describe_node(const YAML::Node& node) {
 
 [[noreturn]] void fail_type(const std::string& path, const FieldRef& field, const YAML::Node& node) {
   throw Error(path + ": expected " + type_name(field) + ", got " + describe_node(node));
-}
-
-template <class Integer>
-std::optional<Integer> parse_integer(std::string_view text) {
-  if (text.size() > 1 && text[0] == '+' && std::isdigit(static_cast<unsigned char>(text[1]))) text.remove_prefix(1);
-  Integer value{};
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-std::optional<double> parse_finite_double(std::string_view text) {
-  if (text.size() > 1 && text[0] == '+') text.remove_prefix(1);
-  double value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
-    return std::nullopt;
-  return value;
 }
 
 // One scalar into one typed slot; `expect` names the slot's type for the error.

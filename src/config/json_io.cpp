@@ -28,17 +28,24 @@ YAML::Node quoted_scalar(const std::string& text) {
   return node;
 }
 
-YAML::Node to_yaml_node(const nlohmann::json& value) {
+// A resolved config nests 4 levels (model.attention.key_shift.layers[i]); anything much deeper is not a config,
+// and the limit keeps this recursion from overflowing the stack on a hostile checkpoint header ("[" x 200000).
+constexpr int kMaxConfigJsonDepth = 16;
+
+YAML::Node to_yaml_node(const nlohmann::json& value, int depth = 1) {
   using Type = nlohmann::json::value_t;
+  if (depth > kMaxConfigJsonDepth && (value.is_object() || value.is_array()))
+    throw Error("config JSON nests more than " + std::to_string(kMaxConfigJsonDepth) +
+                " levels deep; a canonlab config has at most 4");
   switch (value.type()) {
     case Type::object: {
       YAML::Node map(YAML::NodeType::Map);
-      for (const auto& [key, item] : value.items()) map[key] = to_yaml_node(item);
+      for (const auto& [key, item] : value.items()) map[key] = to_yaml_node(item, depth + 1);
       return map;
     }
     case Type::array: {
       YAML::Node list(YAML::NodeType::Sequence);
-      for (const auto& item : value) list.push_back(to_yaml_node(item));
+      for (const auto& item : value) list.push_back(to_yaml_node(item, depth + 1));
       return list;
     }
     case Type::string: return quoted_scalar(value.get<std::string>());

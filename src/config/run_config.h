@@ -200,6 +200,7 @@ struct TrainConfig {
   int eval_batches = 4;         // fixed held-out batches of batch_size sequences
   int checkpoint_every = 1000;  // 0 = only at the end
   int keep_checkpoints = 2;     // most recent step checkpoints kept (the final one is always kept)
+  double max_memory_gb = 0;     // refuse a run whose estimated peak memory exceeds this (GiB); 0 = MemAvailable only
 };
 
 struct ProbeConfig {

@@ -1,13 +1,13 @@
 // YAML files and text in (with `base:` chains and --set overrides), resolved YAML out.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "config/apply.h"
 #include "config/config.h"
 #include "config/schema.h"
+#include "config/yaml_document.h"
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace canonlab {
 namespace {
@@ -15,21 +15,11 @@ namespace {
 using namespace config_detail;
 namespace fs = std::filesystem;
 
-YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(origin + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
-  }
-}
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) { return parse_yaml_text(text, origin); }
 
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read config file '" + path.string() + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+// A `base:` chain longer than this is a mistake (the shipped configs use at most 3); the limit also bounds the
+// recursion below, which would otherwise overflow the stack on a chain of thousands of files.
+constexpr size_t kMaxBaseChain = 32;
 
 // The `base:` value of a top-level mapping, if any (must be a non-empty plain path).
 std::optional<std::string> base_reference(const YAML::Node& root, const std::string& origin) {
@@ -59,19 +49,27 @@ void apply_yaml_text(RunConfig& config, const std::string& text, const std::stri
   YAML::Node root = parse_yaml(text, origin);
   if (auto base = base_reference(root, origin)) {
     fs::path base_file = base_dir / *base;
-    if (!fs::is_regular_file(base_file))
-      throw Error(origin + ": base: cannot read config file '" + base_file.string() + "'");
+    std::error_code ec;
+    if (!fs::is_regular_file(base_file, ec))
+      throw Error(origin + ": base: cannot read config file '" + base_file.string() + "': " +
+                  (ec ? ec.message() : fs::exists(base_file, ec) ? "not a regular file" : "no such file"));
     apply_yaml_file(config, base_file, chain);
   }
   apply_document(config, root, Origin{origin, true}, /*base_handled=*/true);
 }
 
 void apply_yaml_file(RunConfig& config, const fs::path& file, std::vector<fs::path>& chain) {
-  fs::path identity = fs::weakly_canonical(file);
+  std::error_code ec;
+  fs::path identity = fs::weakly_canonical(file, ec);
+  if (ec) throw Error("cannot read config file '" + file.string() + "': " + ec.message());
   if (std::ranges::find(chain, identity) != chain.end())
     throw Error("config base cycle: " + describe_chain(chain, identity));
+  if (chain.size() >= kMaxBaseChain)
+    throw Error("config base chain longer than " + std::to_string(kMaxBaseChain) + " files: " +
+                describe_chain(chain, identity) + "; allowed: at most " + std::to_string(kMaxBaseChain));
   chain.push_back(identity);
-  apply_yaml_text(config, read_text_file(file), file.string(), file.parent_path(), chain);
+  apply_yaml_text(config, read_text_file(file.string(), kMaxYamlFileBytes, "config file"), file.string(),
+                  file.parent_path(), chain);
   chain.pop_back();
 }
 

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace canonlab {
 
@@ -66,12 +67,18 @@ std::vector<std::string> split_words(const std::string& text) {
   return out;
 }
 
+constexpr uint64_t kMaxListBytes = uint64_t(64) << 20;  // the shipped lists are at most 12 KB
+
 // Non-empty lines of `folder`/`file`, whitespace collapsed (the vendored lists have CRLF endings).
 std::vector<std::string> read_list(const std::string& folder, const std::string& file) {
   const std::string path = folder + "/" + file;
-  std::ifstream in(path);
-  CANONLAB_CHECK(in.good(), "task.capo.fields: cannot read '" + path + "'; allowed: a folder holding first_name.txt, "
-                            "middle_name.txt, last_name.txt, city.txt, university.txt, field.txt and company.txt");
+  std::istringstream in;
+  try {
+    in.str(read_text_file(path, kMaxListBytes, "task.capo.fields list"));
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; allowed: a folder holding first_name.txt, middle_name.txt, last_name.txt, "
+                "city.txt, university.txt, field.txt and company.txt");
+  }
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {

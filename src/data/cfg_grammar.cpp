@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <bit>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace canonlab {
 
@@ -32,6 +33,44 @@ std::string symbol_name(int id) {
 
 }  // namespace
 
+namespace {
+
+// Limits far above the paper's grammars (cfg3f: depth 6, 3 symbols per level, 4 rules of <= 3 symbols) that keep
+// a hostile file from building a structure that cannot be sampled or parsed.
+constexpr int kMaxGrammarDepth = 32;
+constexpr int kMaxSymbolsPerLevel = 1024;
+constexpr int kMaxRulesPerSymbol = 1024;
+constexpr int kMaxRuleLength = 64;
+constexpr int64_t kMaxRuleSymbols = int64_t(1) << 20;  // summed over every rule of the grammar
+constexpr uint64_t kMaxGrammarFileBytes = uint64_t(64) << 20;
+
+// Integers where integers are meant: nlohmann's get<int>() converts 1.9 to 1 and 1e68 to undefined behaviour.
+int json_int(const nlohmann::json& value, const std::string& what, int64_t lo, int64_t hi) {
+  const bool integral = value.is_number_integer();
+  const int64_t v = !integral ? 0 : value.is_number_unsigned() ? int64_t(std::min<uint64_t>(value.get<uint64_t>(), uint64_t(INT64_MAX)))
+                                                              : value.get<int64_t>();
+  if (!integral || v < lo || v > hi)
+    throw Error(what + " is " + value.dump().substr(0, 40) + "; allowed: a whole number from " + std::to_string(lo) +
+                " to " + std::to_string(hi));
+  return int(v);
+}
+
+const nlohmann::json& json_field(const nlohmann::json& object, const char* key, const std::string& where) {
+  if (!object.is_object()) throw Error(where + " is " + std::string(object.type_name()) + "; expected a JSON object");
+  const auto it = object.find(key);
+  if (it == object.end()) throw Error(where + " has no '" + key + "'");
+  return *it;
+}
+
+const nlohmann::json& json_array(const nlohmann::json& value, const std::string& what, size_t size) {
+  if (!value.is_array() || value.size() != size)
+    throw Error(what + " must be a list of " + std::to_string(size) + " entries, got " +
+                (value.is_array() ? std::to_string(value.size()) + " entries" : std::string(value.type_name())));
+  return value;
+}
+
+}  // namespace
+
 Grammar parse_grammar_json(const std::string& text, const std::string& where) {
   nlohmann::json j;
   try {
@@ -39,56 +78,63 @@ Grammar parse_grammar_json(const std::string& text, const std::string& where) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": not valid JSON (" + e.what() + ")");
   }
-  Grammar g;
   try {
-    const int depth = j.at("depth").get<int>();
-    const auto sizes = j.at("sizes").get<std::vector<int>>();
-    const auto idx = j.at("idx").get<std::vector<std::vector<int>>>();
-    const nlohmann::json& all = j.at("all");
-    CANONLAB_CHECK(depth >= 1, where + ": depth " + std::to_string(depth) + "; allowed: >= 1");
-    CANONLAB_CHECK(int(sizes.size()) == depth + 1 && int(idx.size()) == depth + 1 && int(all.size()) == depth + 1,
-                   where + ": sizes, idx and all must each have depth + 1 = " + std::to_string(depth + 1) + " levels");
-    CANONLAB_CHECK(sizes[0] == 1, where + ": the root level (sizes[0]) must hold exactly 1 symbol, not " +
-                                      std::to_string(sizes[0]));
+    const int depth = json_int(json_field(j, "depth", "the grammar"), "depth", 1, kMaxGrammarDepth);
+    const nlohmann::json& sizes_json = json_array(json_field(j, "sizes", "the grammar"), "sizes", size_t(depth) + 1);
+    const nlohmann::json& idx = json_array(json_field(j, "idx", "the grammar"), "idx", size_t(depth) + 1);
+    const nlohmann::json& all = json_array(json_field(j, "all", "the grammar"), "all", size_t(depth) + 1);
+    std::vector<int> sizes;
+    for (int d = 0; d <= depth; d++)
+      sizes.push_back(json_int(sizes_json[size_t(d)], "sizes[" + std::to_string(d) + "]", 1, kMaxSymbolsPerLevel));
+    CANONLAB_CHECK(sizes[0] == 1, "the root level (sizes[0]) must hold exactly 1 symbol, not " + std::to_string(sizes[0]));
+    Grammar g;
     g.levels.resize(size_t(depth) + 1);
+    int64_t rule_symbols = 0;
     for (int d = 0; d <= depth; d++) {
-      const std::string at = where + ": level " + std::to_string(d);
-      CANONLAB_CHECK(sizes[size_t(d)] >= 1 && int(idx[size_t(d)].size()) == sizes[size_t(d)] &&
-                         int(all[size_t(d)].size()) == sizes[size_t(d)],
-                     at + ": sizes, idx and all disagree on the number of symbols");
+      const std::string at = "level " + std::to_string(d);
+      const size_t n = size_t(sizes[size_t(d)]);
+      const nlohmann::json& ids = json_array(idx[size_t(d)], "idx[" + std::to_string(d) + "]", n);
+      const nlohmann::json& symbols = json_array(all[size_t(d)], "all[" + std::to_string(d) + "]", n);
       GrammarLevel& level = g.levels[size_t(d)];
-      level.ids = idx[size_t(d)];
+      for (size_t s = 0; s < n; s++)
+        level.ids.push_back(json_int(ids[s], "idx[" + std::to_string(d) + "][" + std::to_string(s) + "]", 0, INT32_MAX));
       if (d == depth) continue;  // terminals: children are null
-      level.rules.resize(level.ids.size());
-      for (size_t s = 0; s < level.ids.size(); s++) {
-        const nlohmann::json& children = all[size_t(d)][s].at("children");
-        CANONLAB_CHECK(children.is_array() && !children.empty(),
-                       at + ", symbol " + std::to_string(level.ids[s]) + ": a non-terminal needs a non-empty rule list");
-        for (const nlohmann::json& rule_json : children) {
-          GrammarRule rule = rule_json.get<GrammarRule>();
-          CANONLAB_CHECK(!rule.empty(), at + ", symbol " + std::to_string(level.ids[s]) + ": empty rule");
-          for (int c : rule)
-            CANONLAB_CHECK(c >= 0 && c < sizes[size_t(d) + 1],
-                           at + ", symbol " + std::to_string(level.ids[s]) + ": rule index " + std::to_string(c) +
-                               " outside the next level's " + std::to_string(sizes[size_t(d) + 1]) + " symbols");
+      level.rules.resize(n);
+      for (size_t s = 0; s < n; s++) {
+        const std::string symbol = at + ", symbol " + std::to_string(level.ids[s]);
+        const nlohmann::json& children = json_field(symbols[s], "children", "all[" + std::to_string(d) + "][" + std::to_string(s) + "]");
+        CANONLAB_CHECK(children.is_array() && !children.empty() && children.size() <= size_t(kMaxRulesPerSymbol),
+                       symbol + ": a non-terminal needs a list of 1 to " + std::to_string(kMaxRulesPerSymbol) + " rules");
+        for (size_t r = 0; r < children.size(); r++) {
+          const nlohmann::json& rule_json = children[r];
+          const std::string rule_at = symbol + ", rule " + std::to_string(r);
+          CANONLAB_CHECK(rule_json.is_array() && !rule_json.empty() && rule_json.size() <= size_t(kMaxRuleLength),
+                         rule_at + ": a rule is a list of 1 to " + std::to_string(kMaxRuleLength) + " symbol indices");
+          rule_symbols += int64_t(rule_json.size());
+          CANONLAB_CHECK(rule_symbols <= kMaxRuleSymbols, "the rules hold more than " + std::to_string(kMaxRuleSymbols) +
+                                                              " symbols in all; allowed: at most that many");
+          GrammarRule rule;
+          for (const nlohmann::json& c : rule_json)
+            rule.push_back(json_int(c, rule_at + ": rule index", 0, sizes[size_t(d) + 1] - 1));
           level.rules[s].push_back(std::move(rule));
         }
       }
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": malformed grammar (" + e.what() + "); expected keys depth, sizes, idx, all");
+    return g;
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what() + " (expected keys depth, sizes, idx, all as in the paper's cfg3f.json)");
   }
-  return g;
 }
 
 Grammar load_grammar_json(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  CANONLAB_CHECK(in.good(), key + ": cannot read '" + path +
-                                "' (paths are relative to the working directory); allowed: a grammar JSON such as "
-                                "data/physicslm4/lano-cfg/cfg3f.json, or 'generate'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_grammar_json(text.str(), key + ": '" + path + "'");
+  std::string text;
+  try {
+    text = read_text_file(path, kMaxGrammarFileBytes, "grammar file");
+  } catch (const Error& e) {
+    throw Error(key + ": " + e.what() + " (a relative path is read from the working directory, else from the "
+                "canonlab checkout); allowed: a grammar JSON such as data/physicslm4/lano-cfg/cfg3f.json, or 'generate'");
+  }
+  return parse_grammar_json(text, key + ": '" + path + "'");
 }
 
 std::string grammar_to_json(const Grammar& g) {
@@ -201,18 +247,26 @@ Grammar generate_grammar(const LanoConfig& cfg) {
   return g;
 }
 
-void sample_sentence(const Grammar& g, CounterRng& rng, std::vector<int>& out) {
+bool sample_sentence(const Grammar& g, CounterRng& rng, std::vector<int>& out, size_t max_length) {
+  // Depth-first, leftmost symbol first, with an explicit stack: the rule draws happen in the same order as a
+  // recursive expansion, terminals come out in sentence order, and the expansion stops as soon as the sentence
+  // outgrows max_length, so a grammar whose sentences are astronomically long cannot hang or exhaust memory.
   const int depth = g.depth();
-  auto expand = [&](auto&& self, int level, int symbol) -> void {
+  const size_t start = out.size();
+  std::vector<std::pair<int, int>> pending = {{0, 0}};  // (level, symbol), next to expand at the back
+  while (!pending.empty()) {
+    const auto [level, symbol] = pending.back();
+    pending.pop_back();
     if (level == depth) {
+      if (out.size() - start == max_length) return false;
       out.push_back(symbol);
-      return;
+      continue;
     }
     const auto& rules = g.levels[size_t(level)].rules[size_t(symbol)];
     const GrammarRule& rule = rules[size_t(rng.below(uint64_t(rules.size())))];
-    for (int child : rule) self(self, level + 1, child);
-  };
-  expand(expand, 0, 0);
+    for (auto child = rule.rbegin(); child != rule.rend(); ++child) pending.emplace_back(level + 1, *child);
+  }
+  return true;
 }
 
 SentenceLengths sentence_lengths(const Grammar& g) {

@@ -50,8 +50,11 @@ void save_grammar_json(const Grammar& grammar, const std::string& path);
 Grammar generate_grammar(const LanoConfig& cfg);
 
 // Appends one sentence (terminal indices 0..num_terminals-1): from the root, every symbol expands by a uniformly
-// chosen rule.
-void sample_sentence(const Grammar& grammar, CounterRng& rng, std::vector<int>& out);
+// chosen rule. Stops once max_length terminals are appended and another is due: it then returns false and `out`
+// holds the sentence's first max_length terminals (exactly the prefix a full expansion would give).
+inline constexpr size_t kMaxSentenceTokens = size_t(1) << 20;
+bool sample_sentence(const Grammar& grammar, CounterRng& rng, std::vector<int>& out,
+                     size_t max_length = kMaxSentenceTokens);
 
 // Shortest and longest sentence each symbol derives, per level (longest saturates at INT32_MAX / 4).
 struct SentenceLengths {

@@ -10,10 +10,11 @@ namespace canonlab {
 inline std::string resolve_data_path(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path p(path);
-  if (path.empty() || p.is_absolute() || fs::exists(p)) return path;
+  std::error_code ec;  // an unreadable or over-long path is reported by whoever opens it, with its key
+  if (path.empty() || p.is_absolute() || fs::exists(p, ec)) return path;
 #ifdef CANONLAB_DATA_ROOT
   const fs::path shipped = fs::path(CANONLAB_DATA_ROOT) / p;
-  if (fs::exists(shipped)) return shipped.string();
+  if (fs::exists(shipped, ec)) return shipped.string();
 #endif
   return path;
 }

@@ -33,8 +33,10 @@ LanoTask::LanoTask(const TaskConfig& cfg)
 }
 
 Instance LanoTask::make_instance(CounterRng& rng, int) const {
+  // A window holds at most context_ tokens, so a longer sentence is never used whole: the first instance of a
+  // window is redrawn, a later one is cut at the window end. Its first context_ terminals are all that is needed.
   std::vector<int> sentence;
-  sample_sentence(grammar_, rng, sentence);
+  sample_sentence(grammar_, rng, sentence, size_t(context_));
   Instance inst;
   inst.tokens.reserve(sentence.size() + 1);
   inst.push(bos(), true);

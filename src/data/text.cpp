@@ -9,22 +9,30 @@
 
 #include "data/packing.h"
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace canonlab {
+
+namespace {
+// The byte-level task holds its whole file in memory; larger corpora belong in token shards.
+constexpr uint64_t kMaxTextBytes = uint64_t(4) << 30;
+}  // namespace
 
 TextTask::TextTask(const TaskConfig& cfg) : context_(cfg.context > 0 ? cfg.context : 256) {
   const std::string path = resolve_data_path(cfg.text.path);
   const double frac = cfg.text.heldout_frac;
   CANONLAB_CHECK(frac > 0 && frac < 1, "task.text.heldout_frac: " + std::to_string(frac) +
                                            " is not allowed; allowed: strictly between 0 and 1");
-  std::error_code ec;
-  CANONLAB_CHECK(std::filesystem::is_regular_file(path, ec),
-                 "task.text.path: '" + path + "' is not a readable file; allowed: a path to a text file (the default "
-                 "/usr/share/games/fortunes/fortunes comes with the Debian package fortunes-min)");
-  std::ifstream in(path, std::ios::binary);
-  CANONLAB_CHECK(in.good(), "task.text.path: cannot open '" + path + "' for reading");
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  CANONLAB_CHECK(!in.bad(), "task.text.path: reading '" + path + "' failed");
+  try {
+    InputFile file(path, "task.text.path");
+    CANONLAB_CHECK(file.size() <= kMaxTextBytes, "task.text.path: '" + path + "' is " + std::to_string(file.size()) +
+                                                     " bytes; allowed: at most " + std::to_string(kMaxTextBytes));
+    bytes_.resize(file.size());
+    file.read_exact(std::as_writable_bytes(std::span(bytes_)));
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; allowed: a path to a text file (the default "
+                "/usr/share/games/fortunes/fortunes comes with the Debian package fortunes-min)");
+  }
   const size_t n = bytes_.size(), need = size_t(context_) + 1;
   CANONLAB_CHECK(n >= 2 * need, "task.text.path: '" + path + "' has " + std::to_string(n) + " bytes, too few for a training "
                                 "and a held-out window of task.context + 1 = " + std::to_string(need) +

@@ -1,5 +1,8 @@
 #include "eval/evaluate.h"
 
+#include <cmath>
+
+#include "engine/error.h"
 #include "eval/generate.h"
 #include "train/loss.h"
 
@@ -51,8 +54,12 @@ nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std
   std::map<std::string, double> metrics;
   for (auto& [k, m] : sums) metrics[k] = m.count > 0 ? m.sum / m.count : 0.0;
   task.finish_metrics(metrics);
+  // A non-finite held-out loss would be written as JSON null and read as a result; it is a failure instead.
+  const double loss = loss_weight > 0 ? loss_sum / loss_weight : 0.0;
+  CANONLAB_CHECK(std::isfinite(loss), "evaluation: the held-out loss is " + std::to_string(loss) +
+                                          " although every weight is finite (logits overflowed); the model has diverged");
   nlohmann::json j;
-  j["loss"] = loss_weight > 0 ? loss_sum / loss_weight : 0.0;
+  j["loss"] = loss;
   for (auto& [k, v] : metrics) j[k] = v;
   if (j.contains("capo_bits")) j["capo_bits_per_param"] = j["capo_bits"].get<double>() / double(model.params().total());
   return j;

@@ -12,6 +12,7 @@
 #include "eval/evaluate.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/resource_estimate.h"
 
 namespace canonlab {
 
@@ -50,17 +51,19 @@ ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunCo
   return run_probe(model, task, cfg, evaluate(model, task, make_eval_batches(task, cfg), cfg, arena));
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std::string>& overrides) {
+LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std::string>& overrides, Purpose purpose) {
   LoadedCheckpoint c;
   c.path = where;
-  if (fs::is_directory(where)) {
+  std::error_code ec;
+  if (fs::is_directory(where, ec)) {
     const fs::path run_ckpts = fs::path(where) / "checkpoints";
-    c.path = latest_model_path(fs::exists(run_ckpts) ? run_ckpts.string() : where);
+    c.path = latest_model_path(fs::is_directory(run_ckpts, ec) ? run_ckpts.string() : where);
     CANONLAB_CHECK(!c.path.empty(), "no checkpoint found in '" + where +
                                         "' (expected a run directory, its checkpoints/ or a .model.safetensors file)");
   }
-  CANONLAB_CHECK(fs::is_regular_file(c.path), "checkpoint '" + c.path + "' does not exist");
-  c.cfg = read_model_config(c.path);
+  // One read: the file is validated whole (structure, both checksums) before anything in it is used.
+  const SafetensorsFile file = read_checkpoint_file(c.path);
+  c.cfg = read_model_config(file);
   if (!overrides.empty()) {
     for (const std::string& o : overrides)
       CANONLAB_CHECK(!o.starts_with("model.") && !o.starts_with("model="),
@@ -68,12 +71,20 @@ LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std
                      "and probe.* keys can change");
     c.cfg = config_from_yaml_string(config_to_yaml(c.cfg), overrides);
   }
-  // The step lives in the checkpoint's metadata (checkpoint.h has no accessor; a second read of a few MB).
-  const SafetensorsFile file = read_safetensors(c.path);
-  if (auto it = file.metadata.find("canonlab.step"); it != file.metadata.end()) c.step = std::stoi(it->second);
+  if (file.metadata.count("canonlab.step")) c.step = int(checkpoint_count(file, "canonlab.step"));
+  // The stored config must describe the tensors actually stored, and the model must fit in memory, before the
+  // model is built: a header claiming a huge vocabulary would otherwise allocate it first and fail after.
+  uint64_t stored_values = 0;
+  for (const TensorEntry& t : file.tensors) stored_values += t.numel();
+  const uint64_t parameters = count_parameters(c.cfg.model);
+  CANONLAB_CHECK(stored_values == parameters,
+                 "checkpoint '" + c.path + "' does not match its own config: its tensors hold " +
+                     std::to_string(stored_values) + " values, the model its canonlab.config describes has " +
+                     std::to_string(parameters) + " parameters");
+  check_resources(estimate_resources(c.cfg, purpose), c.cfg);
   set_thread_count(c.cfg.train.threads);
   c.model = build_model<float>(c.cfg.model, c.cfg.train.seed);
-  load_model(c.path, c.model->params());
+  load_model(file, c.model->params());
   c.task = make_task(c.cfg.task);
   return c;
 }

@@ -15,6 +15,7 @@
 #include "data/task.h"
 #include "eval/ipmr.h"
 #include "models/language_model.h"
+#include "train/resource_estimate.h"
 
 namespace canonlab {
 
@@ -48,6 +49,9 @@ struct LoadedCheckpoint {
 // Applies the run's train.threads, so probes see the same numerics as the end of training.
 // `overrides` ("task.context=64", as --set) change how the model is evaluated: the task (a longer cycle, a
 // smaller window, more eval samples), train.* and probe.* keys. A model.* key is refused: the weights fix the model.
-LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std::string>& overrides = {});
+// Before the model is built, the checkpoint's tensors must add up to the parameters its config describes, and the
+// estimated memory of `purpose` must fit (train/resource_estimate.h); either failure is an Error naming the file.
+LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std::string>& overrides = {},
+                                 Purpose purpose = Purpose::eval);
 
 }  // namespace canonlab

@@ -1,6 +1,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <iterator>
 
 #include "engine/error.h"
+#include "io/strict_number.h"
 
 namespace canonlab {
 namespace {
@@ -103,19 +105,23 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
   writer.commit();
 }
 
-InputFile::InputFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw Error("cannot read '" + path_ + "': " + errno_text(errno));
+InputFile::InputFile(std::string path, const std::string& what) : path_(std::move(path)) {
+  const std::string cannot = "cannot read " + (what.empty() ? "" : what + " ") + "'" + path_ + "': ";
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before the type check below.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw Error(cannot + errno_text(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
     int err = errno;
     ::close(fd_);
-    throw Error("cannot read '" + path_ + "': fstat failed: " + errno_text(err));
+    throw Error(cannot + "fstat failed: " + errno_text(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
-    throw Error("cannot read '" + path_ + "': not a regular file");
+    throw Error(cannot + (S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file (a device, pipe or socket)") +
+                "; allowed: a regular file");
   }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   size_ = uint64_t(st.st_size);
 }
 
@@ -140,6 +146,34 @@ std::vector<std::byte> read_file(const std::string& path) {
   std::vector<std::byte> bytes(file.size());
   file.read_exact(bytes);
   return bytes;
+}
+
+int remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t tmp = name.rfind(".tmp.");
+    if (tmp == std::string::npos || tmp == 0) continue;
+    const std::optional<long> pid = parse_integer<long>(std::string_view(name).substr(tmp + 5));
+    if (!pid || *pid <= 0 || *pid == ::getpid()) continue;
+    // kill(pid, 0) probes without signalling; ESRCH means no such process, so the writer is gone.
+    if (::kill(pid_t(*pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code remove_ec;
+    if (fs::remove(it->path(), remove_ec)) removed++;
+  }
+  return removed;
+}
+
+std::string read_text_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  InputFile file(path, what);
+  if (file.size() > max_bytes)
+    throw Error(what + " '" + path + "' is " + std::to_string(file.size()) + " bytes; allowed: at most " +
+                std::to_string(max_bytes) + " bytes");
+  std::string text(file.size(), '\0');
+  file.read_exact(std::as_writable_bytes(std::span(text)));
+  return text;
 }
 
 std::optional<std::string> read_text_if_exists(const std::string& path) {

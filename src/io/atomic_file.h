@@ -7,9 +7,8 @@
 // over the target and the directory is fsync'ed so the rename itself survives a power cut. A reader of `path`
 // therefore sees either the complete old file or the complete new one.
 //
-// Limits: one writer per target path at a time. A temp file left by a killed writer is not removed (it may
-// belong to a live process we cannot see); it never affects `path`, and a later write under the same pid
-// simply truncates it.
+// Limits: one writer per target path at a time. A temp file left by a killed writer never affects `path`; it is
+// removed by remove_stale_temp_files (called when a run starts), or truncated by a later write under the same pid.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,8 +63,18 @@ inline void write_text_atomic(const std::string& path, const std::string& text) 
   write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
+// Removes the `<name>.tmp.<pid>` files in dir (not recursively) whose writer process no longer exists: what a
+// writer killed mid-write leaves behind. Files of live processes are kept, so this is safe while another process
+// writes there (a sweep writing a run's status.json). Returns how many were removed.
+int remove_stale_temp_files(const std::string& dir);
+
 // The whole content of a file. Throws canonlab::Error naming the path and the errno text.
 std::vector<std::byte> read_file(const std::string& path);
+
+// The whole content of a text file a user handed us (a config, a grammar, a word list): a regular file (never a
+// device such as /dev/zero, a pipe or a directory) of at most max_bytes. `what` names it in every error:
+// "cannot read config file 'x.yaml': No such file or directory".
+std::string read_text_file(const std::string& path, uint64_t max_bytes, const std::string& what);
 
 // The whole content of a text file, or nothing when it cannot be opened (status and summary files of runs
 // that have not written them yet).
@@ -75,7 +84,8 @@ std::optional<std::string> read_text_if_exists(const std::string& path);
 // sizes stored inside the file against the real file size before allocating for them.
 class InputFile {
  public:
-  explicit InputFile(std::string path);
+  // `what` ("config file", "checkpoint") names the file in errors; empty: just its path.
+  explicit InputFile(std::string path, const std::string& what = "");
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;

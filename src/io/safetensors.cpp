@@ -168,6 +168,22 @@ struct HeaderProblem {
   std::string what;
 };
 
+// The header checksum entry exactly as the writer puts it in the compact JSON. Quotes inside JSON strings are
+// escaped, so this text can only occur as the metadata entry itself.
+std::string header_checksum_entry(const std::string& digits) {
+  return std::string("\"") + kHeaderChecksumKey + "\":\"" + digits + "\"";
+}
+constexpr const char* kZeroDigits = "0000000000000000";
+
+// XXH64 of `header` with the recorded digits read as zeros; nothing when the entry is not there exactly once.
+std::optional<uint64_t> header_checksum(std::string header, const std::string& digits) {
+  const std::string entry = header_checksum_entry(digits);
+  const size_t at = header.find(entry);
+  if (at == std::string::npos || header.find(entry, at + 1) != std::string::npos) return std::nullopt;
+  header.replace(at, entry.size(), header_checksum_entry(kZeroDigits));
+  return xxh64(std::as_bytes(std::span(header)));
+}
+
 }  // namespace
 
 const char* dtype_name(DType d) {
@@ -402,6 +418,20 @@ SafetensorsFile read_safetensors(const std::string& path) {
     throw corrupt(std::to_string(data_size - covered) + " trailing bytes after the last tensor (the data buffer is " +
                   std::to_string(data_size) + " bytes, the tensors cover " + std::to_string(covered) + ")");
 
+  // The header checksum is checked before anything in the header is trusted further.
+  if (auto it = out.metadata.find(kHeaderChecksumKey); it != out.metadata.end()) {
+    const std::optional<uint64_t> recorded = parse_hex64(it->second);
+    if (!recorded) throw corrupt(std::string("header checksum '") + it->second + "' is not 16 lowercase hex digits");
+    const std::optional<uint64_t> actual = header_checksum(header_text, it->second);
+    if (!actual)
+      throw corrupt(std::string("the header checksum entry is not written as canonlab writes it (\"") + kHeaderChecksumKey +
+                    "\":\"<16 hex digits>\", exactly once), so the header cannot be verified");
+    if (*actual != *recorded)
+      throw corrupt("header checksum mismatch (xxh64 recorded " + hex64(*recorded) + ", computed " + hex64(*actual) +
+                    "): the metadata or a tensor's name, dtype, shape or offsets were modified or damaged");
+    out.header_checksum_verified = true;
+  }
+
   // Checksum metadata is checked for form before the (possibly large) data read.
   auto sum_it = out.metadata.find(kChecksumKey);
   auto algo_it = out.metadata.find(kChecksumAlgoKey);
@@ -441,7 +471,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
 // ---- Writer ----------------------------------------------------------------------------------------------
 
 void SafetensorsWriter::add_metadata(std::string key, std::string value) {
-  CANONLAB_CHECK(key != kChecksumKey && key != kChecksumAlgoKey,
+  CANONLAB_CHECK(key != kChecksumKey && key != kChecksumAlgoKey && key != kHeaderChecksumKey,
                  "metadata key '" + key + "' is reserved for the checkpoint writer");
   metadata_[std::move(key)] = std::move(value);
 }
@@ -479,6 +509,7 @@ std::vector<std::byte> SafetensorsWriter::header_bytes() const {
   std::map<std::string, std::string> meta = metadata_;
   meta[kChecksumKey] = hex64(hash.digest());
   meta[kChecksumAlgoKey] = kChecksumAlgo;
+  meta[kHeaderChecksumKey] = kZeroDigits;  // placeholder, replaced by the real digits below
 
   ordered_json header = ordered_json::object();
   header["__metadata__"] = meta;  // std::map: keys sorted, so the bytes are deterministic
@@ -499,6 +530,11 @@ std::vector<std::byte> SafetensorsWriter::header_bytes() const {
   }
   // Pad with spaces to a multiple of 8 as the reference writer does, so the data buffer starts 8-aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
+  // The zero placeholder is hashed, then overwritten in place by the digits (same length, same layout).
+  const std::string placeholder = header_checksum_entry(kZeroDigits);
+  const size_t at = text.find(placeholder);
+  CANONLAB_CHECK(at != std::string::npos, "internal error: header checksum placeholder missing");
+  text.replace(at, placeholder.size(), header_checksum_entry(hex64(xxh64(std::as_bytes(std::span(text))))));
   CANONLAB_CHECK(text.size() <= kMaxHeaderBytes, "safetensors header of " + std::to_string(text.size()) +
                                                      " bytes exceeds the format's 100 MB limit");
   std::vector<std::byte> out(8 + text.size());

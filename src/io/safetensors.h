@@ -7,9 +7,10 @@
 // (offsets relative to the data buffer, data row-major little-endian) plus an optional "__metadata__"
 // object of string -> string. See docs/checkpoint-format.md.
 //
-// canonlab additions, both ordinary metadata that other readers ignore: the writer records an XXH64
-// checksum of the data buffer, and the reader validates every structural rule of the format and the checksum
-// before returning, so a damaged checkpoint is rejected with a message instead of being half-loaded.
+// canonlab additions, all ordinary metadata that other readers ignore: the writer records XXH64 checksums of
+// the data buffer and of the header itself, and the reader validates every structural rule of the format and
+// both checksums before returning, so a damaged checkpoint is rejected with a message instead of being
+// half-loaded or silently read with changed metadata.
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +49,9 @@ constexpr DType dtype_of<int64_t>() { return DType::I64; }
 inline constexpr const char* kChecksumKey = "canonlab.data_checksum";   // 16 lowercase hex digits
 inline constexpr const char* kChecksumAlgoKey = "canonlab.checksum_algo";  // "xxh64"
 inline constexpr const char* kChecksumAlgo = "xxh64";
+// XXH64 of the header JSON as written (all N bytes, padding included) with this key's 16 hex digits read as
+// "0000000000000000": it covers every metadata entry and every tensor's name, dtype, shape and offsets.
+inline constexpr const char* kHeaderChecksumKey = "canonlab.header_checksum";
 
 // XXH64 (seed 0 unless given) as specified by the xxHash project, so the checksum can be recomputed by any
 // standard implementation, e.g. Python's `xxhash.xxh64(buf).hexdigest()`.
@@ -85,6 +89,7 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;  // everything in "__metadata__", checksum keys included
   std::vector<TensorEntry> tensors;             // in data-buffer order, i.e. the order they were written
   bool checksum_verified = false;               // false only for files without canonlab checksum metadata
+  bool header_checksum_verified = false;        // false for files without kHeaderChecksumKey (older canonlab)
 
   const TensorEntry* find(const std::string& name) const;
   // Throws canonlab::Error naming the file and the missing tensor.

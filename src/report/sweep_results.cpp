@@ -52,7 +52,7 @@ void read_metrics_jsonl(const fs::path& path, RunResult& run) {
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
     const double step = j["step"].get<double>();
-    const std::string split = j.value("split", "");
+    const std::string split = j.contains("split") && j["split"].is_string() ? j["split"].get<std::string>() : "";
     auto add = [&](const std::string& curve, const char* key) {
       const double v = number_or_nan(j, key);
       if (!std::isfinite(v)) return;
@@ -270,15 +270,14 @@ SweepResults load_sweep(const fs::path& dir) {
     throw Error(file.string() + ": not valid JSON: " + e.what());
   }
   CANONLAB_CHECK(j.is_object(), file.string() + ": expected a JSON object");
-  const std::string format = j.value("format", "canonlab-sweep/1");
-  CANONLAB_CHECK(format == "canonlab-sweep/1",
-                 file.string() + ": format '" + format + "' is not supported (expected canonlab-sweep/1)");
-
   SweepResults s;
   s.dir = dir;
-  s.name = j.value("name", dir.filename().string());
-  s.description = j.value("description", "");
   try {
+    const std::string format = j.value("format", "canonlab-sweep/1");
+    CANONLAB_CHECK(format == "canonlab-sweep/1",
+                   file.string() + ": format '" + format + "' is not supported (expected canonlab-sweep/1)");
+    s.name = j.value("name", dir.filename().string());
+    s.description = j.value("description", "");
     for (const json& a : j.at("axes")) {
       Axis axis;
       axis.name = a.at("name").get<std::string>();

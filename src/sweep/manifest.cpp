@@ -49,11 +49,21 @@ nlohmann::json make_sweep_manifest(const SweepSpec& spec, const std::vector<Swee
 }
 
 std::optional<std::string> sweep_difference(const nlohmann::json& before, const nlohmann::json& now) {
-  if (before.value("format", "") != kSweepFormat)
-    return "sweep.json has format '" + before.value("format", std::string("?")) + "', expected " + kSweepFormat;
+  const bool has_format = before.is_object() && before.contains("format") && before["format"].is_string();
+  if (!has_format || before["format"] != kSweepFormat)
+    return "sweep.json has format " + (has_format ? before["format"].dump() : std::string("(none)")) + ", expected " +
+           kSweepFormat;
+  // sweep.json is read back from disk: check its shape before indexing it (a const operator[] on a missing key
+  // is undefined behaviour in nlohmann).
+  if (!before.contains("runs") || !before["runs"].is_array() || !before.contains("axes"))
+    return "sweep.json has no list of runs or axes";
   if (before["axes"] != now["axes"]) return "the axes changed (names, keys or values)";
   std::map<std::string, const nlohmann::json*> old_runs;
-  for (const auto& run : before["runs"]) old_runs[run["name"].get<std::string>()] = &run;
+  for (const auto& run : before["runs"]) {
+    if (!run.is_object() || !run.contains("name") || !run["name"].is_string() || !run.contains("config"))
+      return "sweep.json lists a run without a name or config";
+    old_runs[run["name"].get<std::string>()] = &run;
+  }
   for (const auto& run : now["runs"]) {
     const std::string name = run["name"];
     auto it = old_runs.find(name);

@@ -1,8 +1,6 @@
 #include "sweep/runner.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +15,7 @@
 #include "config/config.h"
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/directory_lock.h"
 #include "sweep/child_process.h"
 #include "sweep/manifest.h"
 #include "sweep/overview.h"
@@ -28,26 +27,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// One sweep per directory at a time: a second `canonlab sweep` on the same DIR would start every run twice.
-class DirectoryLock {
- public:
-  explicit DirectoryLock(const std::string& dir) {
-    const std::string path = dir + "/.sweep.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    CANONLAB_CHECK(fd_ >= 0, "cannot create '" + path + "': " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw Error("another canonlab sweep is already running in '" + dir + "'; wait for it or stop it first");
-    }
-  }
-  ~DirectoryLock() { ::close(fd_); }
-  DirectoryLock(const DirectoryLock&) = delete;
-  DirectoryLock& operator=(const DirectoryLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 // The sweep waits for SIGINT/SIGTERM/SIGHUP synchronously (sigtimedwait) instead of in a handler, so stopping
 // is ordinary control flow: children are terminated, their checkpoints stay, and a re-run resumes them.
@@ -112,7 +91,7 @@ std::optional<int> latest_logged_step(const fs::path& metrics_path) {
     size_t end = tail.find('\n', start);
     if (end == std::string::npos) break;  // a line still being written
     auto j = nlohmann::json::parse(tail.substr(start, end - start), nullptr, false);
-    if (!j.is_discarded() && j.contains("step")) step = j["step"].get<int>();
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) step = int(j["step"].get<int64_t>());
     start = end + 1;
   }
   return step;
@@ -148,7 +127,10 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
                   "(changed runs are moved to " + dir + "/superseded/)");
     if (diff && !before.is_discarded()) {
       std::map<std::string, nlohmann::json> old_configs;
-      for (const auto& r : before["runs"]) old_configs[r["name"].get<std::string>()] = r["config"];
+      if (before.contains("runs") && before["runs"].is_array())
+        for (const auto& r : before["runs"])
+          if (r.is_object() && r.contains("name") && r["name"].is_string() && r.contains("config"))
+            old_configs[r["name"].get<std::string>()] = r["config"];
       fs::path superseded = fs::path(dir) / "superseded" / std::to_string(std::time(nullptr));
       for (int n = 1; fs::exists(superseded); n++)  // two --force runs within one second
         superseded = fs::path(dir) / "superseded" / (std::to_string(std::time(nullptr)) + "-" + std::to_string(n));
@@ -178,7 +160,9 @@ struct ActiveRun {
 RunDiskState inspect_run_dir(const std::string& run_dir, int steps) {
   const fs::path dir(run_dir);
   auto summary = nlohmann::json::parse(read_text(dir / "summary.json"), nullptr, false);
-  if (!summary.is_discarded() && summary.value("steps", -1) == steps) return RunDiskState::finished;
+  if (summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer() &&
+      summary["steps"].get<int64_t>() == steps)
+    return RunDiskState::finished;
   if (fs::exists(dir / "checkpoints" / "latest.json")) return RunDiskState::resumable;
   return RunDiskState::fresh;
 }
@@ -187,7 +171,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs,
   CANONLAB_CHECK(options.jobs >= 1, "--jobs must be at least 1, got " + std::to_string(options.jobs));
   const std::string& dir = options.out_dir;
   fs::create_directories(fs::path(dir) / "runs");
-  DirectoryLock lock(dir);
+  DirectoryLock lock(dir, ".sweep.lock", "canonlab sweep");
   const nlohmann::json manifest = make_sweep_manifest(spec, runs);
   prepare_directory(dir, manifest, runs, options.force);
   // Every run directory must belong to this grid before anything is written: a run counts only if it trained

@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/yaml_document.h"
 #include "engine/error.h"
 
 namespace canonlab {
@@ -80,6 +81,18 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
   return text;
 }
 
+constexpr size_t kMaxNameLength = 128;
+// Longest run directory name ("layer=L0__seed=0"): file systems allow 255 bytes per path component.
+constexpr size_t kMaxRunNameLength = 240;
+constexpr size_t kMaxRuns = 100000;
+
+bool is_plain_directory_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameLength || name == "." || name == "..") return false;
+  return std::ranges::all_of(name, [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '+';
+  });
+}
+
 std::string canonical_key(const std::string& key) { return key == "seed" ? "train.seed" : key; }
 
 // "task.n_symbols" -> "n-symbols": '_' is kept out of axis names because "__" separates them in run names.
@@ -110,7 +123,10 @@ std::vector<YAML::Node> range_values(const YAML::Node& range, const SpecReader& 
     if (is_integer(start) && is_integer(stop) && is_integer(step)) {
       long long a = std::stoll(start), b = std::stoll(stop), s = std::stoll(step);
       if (s == 0) reader.fail(range, "range step must not be 0");
-      for (long long v = a; (s > 0 ? v < b : v > b) && values.size() <= 10000; v += s) values.emplace_back(v);
+      for (long long v = a; (s > 0 ? v < b : v > b) && values.size() <= 10000;) {
+        values.emplace_back(v);
+        if (__builtin_add_overflow(v, s, &v)) break;  // the next value would not fit: the range ends here
+      }
     } else {
       double a = std::stod(start), b = std::stod(stop), s = std::stod(step);
       if (s == 0 || !std::isfinite(a + b + s)) reader.fail(range, "range needs finite numbers and a non-zero step");
@@ -207,14 +223,9 @@ SweepAxis parse_axis(const YAML::Node& node, const SpecReader& reader) {
 
 SweepSpec load_sweep_spec(const std::string& path) {
   SpecReader reader{path};
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw Error("cannot read sweep file '" + path + "'");
-  } catch (const YAML::Exception& e) {
-    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
-  }
+  // Size, nesting and alias expansion are bounded here, so every walk below (labels, flow text, the report
+  // defaults) is bounded too.
+  const YAML::Node root = load_yaml_file(path, "sweep file");
   if (!root.IsMap()) throw Error(path + ": a sweep file is a mapping with base, axes and optionally set, name, report");
   for (auto it = root.begin(); it != root.end(); ++it) {
     static const std::set<std::string> allowed = {"name", "description", "base", "set", "axes", "report"};
@@ -228,7 +239,13 @@ SweepSpec load_sweep_spec(const std::string& path) {
   }
   SweepSpec spec;
   spec.source_path = path;
-  spec.name = root["name"] ? reader.scalar(root["name"], "name") : fs::path(path).stem().string();
+  // The name becomes a directory under runs/sweeps/: never a path that climbs out of it or into another one.
+  spec.name = root["name"] ? reader.scalar(root["name"], "name")
+                           : directory_safe(fs::path(path).stem().string()).substr(0, kMaxNameLength);
+  if (!is_plain_directory_name(spec.name))
+    reader.fail(root["name"] ? root["name"] : root, "name: '" + spec.name + "' must be a plain directory name of at most " +
+                                  std::to_string(kMaxNameLength) +
+                                  " letters, digits and '.', '-', '_', '+' (not '.' or '..', no '/')");
   if (root["description"]) spec.description = reader.scalar(root["description"], "description");
   if (!root["base"]) reader.fail(root, "missing base: the config file every run starts from");
   spec.base_path = (fs::path(path).parent_path() / reader.scalar(root["base"], "base")).lexically_normal().string();
@@ -257,9 +274,15 @@ SweepSpec load_sweep_spec(const std::string& path) {
 }
 
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec, int threads_per_run) {
+  // The product is checked as it grows, so no grid can overflow it into a small number.
   size_t total = 1;
-  for (const auto& axis : spec.axes) total *= axis.labels.size();
-  CANONLAB_CHECK(total <= 100000, spec.source_path + ": the grid has " + std::to_string(total) + " runs; at most 100000");
+  std::string sizes;
+  for (const auto& axis : spec.axes) {
+    sizes += (sizes.empty() ? "" : " x ") + std::to_string(axis.labels.size());
+    total = std::min(total * axis.labels.size(), kMaxRuns + 1);
+  }
+  CANONLAB_CHECK(total <= kMaxRuns, spec.source_path + ": the grid has " + sizes + (total > kMaxRuns ? " > " : " = ") +
+                                        std::to_string(kMaxRuns) + " runs; allowed: at most " + std::to_string(kMaxRuns));
   std::vector<SweepRun> runs;
   std::vector<size_t> index(spec.axes.size(), 0);
   for (size_t r = 0; r < total; r++) {
@@ -280,6 +303,10 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec, int threads_per_run) {
         overrides.push_back({axis.keys[k], axis.yaml_values[index[a]][k],
                              axis.origin + ": axis '" + axis.name + "' = " + label});
     }
+    CANONLAB_CHECK(run.name.size() <= kMaxRunNameLength,
+                   spec.source_path + ": run name '" + run.name.substr(0, 60) + "...' is " + std::to_string(run.name.size()) +
+                       " characters, longer than a directory name may be (" + std::to_string(kMaxRunNameLength) +
+                       "); give the axes shorter names or labels:");
     overrides.push_back({"train.threads", std::to_string(threads_per_run), "--threads-per-run"});
     try {
       run.config = load_config_with(spec.base_path, overrides);

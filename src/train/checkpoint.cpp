@@ -1,8 +1,10 @@
 #include "train/checkpoint.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "config/config.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/strict_number.h"
 
 namespace canonlab {
 
@@ -17,7 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormatVersion = "1";
+// 2: the safetensors header carries canonlab.header_checksum, so metadata (config, step, adam_t) is covered.
+constexpr const char* kFormatVersion = "2";
 
 std::string step_stem(int step) {
   char buf[32];
@@ -28,7 +32,7 @@ std::string step_stem(int step) {
 // Settings that do not change the numbers a run produces; they may differ between a run and its resume.
 nlohmann::json trajectory_relevant(const RunConfig& cfg) {
   nlohmann::json j = config_to_json(cfg);
-  for (const char* k : {"threads", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints"})
+  for (const char* k : {"threads", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
     j["train"].erase(k);
   j.erase("probe");
   return j;
@@ -63,8 +67,39 @@ void save_model(const std::string& path, const RunConfig& cfg, const ParameterSt
   w.write_atomic(path);
 }
 
-RunConfig read_model_config(const std::string& path) {
+SafetensorsFile read_checkpoint_file(const std::string& path) {
   SafetensorsFile f = read_safetensors(path);
+  const auto version = f.metadata.find("canonlab.format_version");
+  if (version == f.metadata.end()) return f;  // written by another tool (e.g. PyTorch): nothing more to check
+  CANONLAB_CHECK(version->second == "1" || version->second == "2",
+                 "checkpoint '" + path + "' has format version '" + version->second +
+                     "'; this canonlab reads versions 1 and 2 (docs/checkpoint-format.md)");
+  // Version 1 files predate the header checksum; from version 2 on it must be there and match.
+  CANONLAB_CHECK(version->second == "1" || f.header_checksum_verified,
+                 "checkpoint '" + path + "' is corrupt: format version 2 requires the header checksum " +
+                     kHeaderChecksumKey + ", which is missing");
+  return f;
+}
+
+std::string checkpoint_metadata(const SafetensorsFile& f, const std::string& key) {
+  const auto it = f.metadata.find(key);
+  CANONLAB_CHECK(it != f.metadata.end(), "checkpoint '" + f.path + "' is corrupt: metadata '" + key + "' is missing");
+  return it->second;
+}
+
+int64_t checkpoint_count(const SafetensorsFile& f, const std::string& key) {
+  const std::string text = checkpoint_metadata(f, key);
+  const std::optional<int64_t> value = parse_integer<int64_t>(text);
+  CANONLAB_CHECK(value && *value >= 0 && *value <= std::numeric_limits<int>::max(),
+                 "checkpoint '" + f.path + "' is corrupt: metadata '" + key + "' is '" + text +
+                     "'; allowed: a whole number from 0 to " + std::to_string(std::numeric_limits<int>::max()));
+  return *value;
+}
+
+RunConfig read_model_config(const std::string& path) { return read_model_config(read_checkpoint_file(path)); }
+
+RunConfig read_model_config(const SafetensorsFile& f) {
+  const std::string& path = f.path;
   auto it = f.metadata.find("canonlab.config");
   CANONLAB_CHECK(it != f.metadata.end(), "checkpoint '" + path + "' has no canonlab.config metadata");
   try {
@@ -97,19 +132,30 @@ void load_into(const SafetensorsFile& f, ParameterStore<float>& params, const st
   for (const TensorEntry& t : f.tensors)
     if (t.name.rfind(prefix, 0) == 0 && !expected.count(t.name))
       throw Error("checkpoint '" + f.path + "' does not match the model: unexpected tensor '" + t.name + "'");
+  // Non-finite weights would evaluate to a "loss: null" that looks like a result, or resume into a run that
+  // stops at once; say which tensor holds them instead.
+  for (const ParamInfo& p : params.infos()) {
+    const std::vector<float> v = f.get(prefix + p.name).to_vector<float>();
+    const auto bad = std::ranges::find_if(v, [](float x) { return !std::isfinite(x); });
+    if (bad != v.end())
+      throw Error("checkpoint '" + f.path + "': tensor '" + prefix + p.name + "' holds " + std::to_string(*bad) +
+                  " at index " + std::to_string(bad - v.begin()) +
+                  "; a checkpoint with non-finite weights cannot be evaluated or resumed");
+  }
   std::span<float> values = params.values();
   for (const ParamInfo& p : params.infos()) f.get(prefix + p.name).copy_to<float>(values.subspan(p.offset, p.numel));
 }
 }  // namespace
 
-void load_model(const std::string& path, ParameterStore<float>& params) {
-  SafetensorsFile f = read_safetensors(path);
-  load_into(f, params, "");
-}
+void load_model(const std::string& path, ParameterStore<float>& params) { load_model(read_checkpoint_file(path), params); }
+
+void load_model(const SafetensorsFile& f, ParameterStore<float>& params) { load_into(f, params, ""); }
 
 void save_checkpoint(const std::string& dir, const RunConfig& cfg, const ParameterStore<float>& params,
                      const AdamWState& opt, const TrainingCursor& cursor) {
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create checkpoint directory '" + dir + "': " + ec.message());
   const std::string stem = step_stem(cursor.step);
   const std::string model_file = stem + ".model.safetensors", state_file = stem + ".state.safetensors";
   save_model((fs::path(dir) / model_file).string(), cfg, params, cursor.step);
@@ -129,33 +175,63 @@ void save_checkpoint(const std::string& dir, const RunConfig& cfg, const Paramet
 
   nlohmann::json latest = {{"step", cursor.step}, {"model", model_file}, {"state", state_file}};
   write_text_atomic((fs::path(dir) / "latest.json").string(), latest.dump(2) + "\n");
+  prune_checkpoints(dir, stem, cfg.train.keep_checkpoints);
+}
 
-  // Keep the newest `keep_checkpoints` step checkpoints; the one just written is always among them.
-  std::vector<std::string> stems;
+void prune_checkpoints(const std::string& dir, const std::string& current_stem, int keep_checkpoints) {
+  // Stems are collected from model and state files alike: a kill between the two removals below (or during a
+  // save) leaves one file of a pair, which must still be pruned later.
+  std::set<std::string> stems;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) == 0 && name.size() >= 31 && name.ends_with(".model.safetensors"))
-      stems.push_back(name.substr(0, 13));
+    if (name.size() == 31 && name.starts_with("step_") &&
+        (name.ends_with(".model.safetensors") || name.ends_with(".state.safetensors")))
+      stems.insert(name.substr(0, 13));
   }
-  std::sort(stems.begin(), stems.end());
-  const int keep = std::max(1, cfg.train.keep_checkpoints);
-  for (int i = 0; i + keep < int(stems.size()); i++) {
-    if (stems[i] == stem) continue;
-    fs::remove(fs::path(dir) / (stems[i] + ".model.safetensors"));
-    fs::remove(fs::path(dir) / (stems[i] + ".state.safetensors"));
+  // Keep the newest `keep_checkpoints` step checkpoints; the one just written is always among them.
+  const size_t keep = size_t(std::max(1, keep_checkpoints));
+  size_t index = 0;
+  for (const std::string& s : stems) {
+    if (index++ + keep >= stems.size() || s == current_stem) continue;
+    // State first: a model file alone is still a loadable checkpoint for eval; a state file alone is useless.
+    for (const char* kind : {".state.safetensors", ".model.safetensors"}) {
+      std::error_code ec;
+      fs::remove(fs::path(dir) / (s + kind), ec);
+      if (ec) throw Error("cannot remove old checkpoint '" + (fs::path(dir) / (s + kind)).string() + "': " + ec.message());
+    }
   }
 }
 
+namespace {
+// latest.json names files inside the checkpoint directory, nothing else: "step_00001000.model.safetensors".
+std::string checkpoint_file_name(const nlohmann::json& j, const char* key, const char* suffix) {
+  const std::string name = j.at(key).get<std::string>();
+  if (name.size() != 13 + std::string_view(suffix).size() || !name.starts_with("step_") || !name.ends_with(suffix) ||
+      !parse_integer<int>(std::string_view(name).substr(5, 8)))
+    throw Error(std::string("'") + key + "' is '" + name + "'; allowed: a file name like step_00001000" + suffix);
+  return name;
+}
+}  // namespace
+
 std::optional<LatestCheckpoint> read_latest_checkpoint(const std::string& dir) {
   const fs::path p = fs::path(dir) / "latest.json";
-  if (!fs::exists(p)) return std::nullopt;
+  std::error_code ec;
+  if (!fs::exists(p, ec)) {
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      throw Error("cannot read '" + p.string() + "': " + ec.message());
+    return std::nullopt;
+  }
+  const std::string text = read_text_file(p.string(), 4096, "checkpoint pointer");
   try {
-    std::ifstream in(p);
-    nlohmann::json j;
-    in >> j;
-    return LatestCheckpoint{j.at("step").get<int>(), (fs::path(dir) / j.at("model").get<std::string>()).string(),
-                            (fs::path(dir) / j.at("state").get<std::string>()).string()};
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json& step = j.at("step");
+    if (!step.is_number_integer() || step.get<int64_t>() < 0 || step.get<int64_t>() > std::numeric_limits<int>::max())
+      throw Error("'step' is " + step.dump() + "; allowed: a whole number >= 0");
+    return LatestCheckpoint{step.get<int>(), (fs::path(dir) / checkpoint_file_name(j, "model", ".model.safetensors")).string(),
+                            (fs::path(dir) / checkpoint_file_name(j, "state", ".state.safetensors")).string()};
   } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + p.string() + "' is corrupt: " + e.what());
+  } catch (const Error& e) {
     throw Error("'" + p.string() + "' is corrupt: " + e.what());
   }
 }
@@ -172,10 +248,10 @@ TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& c
   const std::string& model_path = latest->model_path;
   const std::string& state_path = latest->state_path;
   // Read and validate both files completely before touching the model or the optimizer.
-  SafetensorsFile model = read_safetensors(model_path);
-  SafetensorsFile state = read_safetensors(state_path);
+  const SafetensorsFile model = read_checkpoint_file(model_path);
+  const SafetensorsFile state = read_checkpoint_file(state_path);
 
-  const RunConfig stored = read_model_config(model_path);
+  const RunConfig stored = read_model_config(model);
   std::vector<std::string> diffs;
   collect_differences(trajectory_relevant(stored), trajectory_relevant(cfg), "", diffs);
   if (!diffs.empty()) {
@@ -189,13 +265,25 @@ TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& c
                  "checkpoint '" + state_path + "' does not match the model: optimizer state has " +
                      std::to_string(m.numel()) + " values, the model has " + std::to_string(params.total()) +
                      " parameters");
-  const int step = std::stoi(state.metadata.at("canonlab.step"));
-  const int64_t adam_t = std::stoll(state.metadata.at("canonlab.adam_t"));
-  CANONLAB_CHECK(step == latest->step, "checkpoint '" + state_path + "' is for step " + std::to_string(step) +
-                                          " but latest.json says " + std::to_string(latest->step));
+  const int model_step = int(checkpoint_count(model, "canonlab.step"));
+  const int step = int(checkpoint_count(state, "canonlab.step"));
+  const int64_t adam_t = checkpoint_count(state, "canonlab.adam_t");
+  CANONLAB_CHECK(step == latest->step && model_step == step,
+                 "checkpoint '" + state_path + "' is for step " + std::to_string(step) + " and its model file for step " +
+                     std::to_string(model_step) + ", but latest.json says " + std::to_string(latest->step));
+  // Every completed step applies exactly one AdamW update, so the update count is the step.
+  CANONLAB_CHECK(adam_t == step, "checkpoint '" + state_path + "' is corrupt: canonlab.adam_t is " +
+                                     std::to_string(adam_t) + " but the checkpoint is for step " + std::to_string(step) +
+                                     " (one AdamW update per step)");
+  std::vector<float> m_values = m.to_vector<float>(), v_values = v.to_vector<float>();
+  for (size_t i = 0; i < m_values.size(); i++)
+    CANONLAB_CHECK(std::isfinite(m_values[i]) && std::isfinite(v_values[i]) && v_values[i] >= 0.f,
+                   "checkpoint '" + state_path + "': the AdamW moments at index " + std::to_string(i) + " are m = " +
+                       std::to_string(m_values[i]) + ", v = " + std::to_string(v_values[i]) +
+                       "; allowed: finite, v >= 0");
   load_into(model, params, "");
-  opt.m = m.to_vector<float>();
-  opt.v = v.to_vector<float>();
+  opt.m = std::move(m_values);
+  opt.v = std::move(v_values);
   opt.t = adam_t;
   return TrainingCursor{step};
 }

@@ -11,6 +11,7 @@
 
 #include "config/run_config.h"
 #include "engine/params.h"
+#include "io/safetensors.h"
 #include "train/adamw.h"
 
 namespace canonlab {
@@ -21,14 +22,25 @@ struct TrainingCursor {
 
 // Writes the model weights with the resolved config in the metadata ("canonlab.config").
 void save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step);
+// Reads and validates a checkpoint file (safetensors structure and both checksums; a format-2 file must carry
+// the header checksum, so its metadata is covered too).
+SafetensorsFile read_checkpoint_file(const std::string& path);
 // Reads the resolved config stored in a model checkpoint.
 RunConfig read_model_config(const std::string& path);
-// Loads weights into `params`; throws (leaving params untouched) on any missing, extra or mis-shaped tensor.
+RunConfig read_model_config(const SafetensorsFile& file);
+// Loads weights into `params`; throws (leaving params untouched) on any missing, extra, mis-shaped or
+// non-finite tensor.
 void load_model(const std::string& path, ParameterStore<float>& params);
+void load_model(const SafetensorsFile& file, ParameterStore<float>& params);
+// A whole-number metadata entry (canonlab.step, canonlab.adam_t), parsed strictly; throws naming file and key.
+int64_t checkpoint_count(const SafetensorsFile& file, const std::string& key);
 
 // Saves model + optimizer + cursor under dir, then points latest.json at them and prunes old checkpoints.
 void save_checkpoint(const std::string& dir, const RunConfig& cfg, const ParameterStore<float>& params,
                      const AdamWState& opt, const TrainingCursor& cursor);
+// Removes all but the newest keep_checkpoints step checkpoints in dir (never current_stem, "step_00001000"),
+// including orphans: a model or state file whose partner is gone.
+void prune_checkpoints(const std::string& dir, const std::string& current_stem, int keep_checkpoints);
 // What dir/latest.json points at; nothing when no checkpoint was written yet. Throws if it is corrupt.
 struct LatestCheckpoint {
   int step = 0;

@@ -14,6 +14,7 @@
 #include "eval/evaluate.h"
 #include "eval/probe.h"
 #include "io/atomic_file.h"
+#include "io/directory_lock.h"
 #include "models/language_model.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -33,46 +34,94 @@ class MetricsLog {
   MetricsLog(const std::string& dir, int keep_up_to_step, std::vector<std::string> task_metrics)
       : jsonl_path_(dir + "/metrics.jsonl"), csv_path_(dir + "/metrics.csv"), task_metrics_(std::move(task_metrics)) {
     // On resume, keep only the records of steps the checkpoint already covers, so the files read as if the run
-    // had never been interrupted.
-    std::vector<nlohmann::json> kept;
-    if (keep_up_to_step > 0 && fs::exists(jsonl_path_)) {
-      std::ifstream in(jsonl_path_);
-      for (std::string line; std::getline(in, line);) {
-        if (line.empty()) continue;
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.value("step", 0) <= keep_up_to_step) kept.push_back(j);
-      }
+    // had never been interrupted. Both files are replaced atomically (the kept records go to a temporary file
+    // that is renamed over the old one) and only after every kept record was read: a bad record, an error or a
+    // kill at any moment leaves the old file or the new one, never a truncated one.
+    const std::vector<nlohmann::json> kept =
+        keep_up_to_step > 0 ? read_records(jsonl_path_, keep_up_to_step) : std::vector<nlohmann::json>{};
+    std::string jsonl_text, csv_text = csv_header();
+    for (const nlohmann::json& j : kept) {
+      jsonl_text += j.dump() + "\n";
+      csv_text += csv_line(j);
+      if (j.contains("split") && j["split"] == "train" && j.contains("loss") && j["loss"].is_number())
+        last_train_loss_ = j["loss"].get<double>();
     }
-    jsonl_.open(jsonl_path_, std::ios::trunc);
-    csv_.open(csv_path_, std::ios::trunc);
-    csv_ << "step,split,loss,lr,grad_norm,";
-    for (const std::string& m : task_metrics_) csv_ << m << ",";
-    csv_ << "tokens_per_s,elapsed_s\n";
-    for (auto& j : kept) {
-      write(j);
-      if (j.value("split", "") == "train" && j.contains("loss")) last_train_loss_ = j["loss"].get<double>();
-    }
+    write_text_atomic(jsonl_path_, jsonl_text);
+    write_text_atomic(csv_path_, csv_text);
+    jsonl_.open(jsonl_path_, std::ios::app);
+    csv_.open(csv_path_, std::ios::app);
+    CANONLAB_CHECK(jsonl_ && csv_, "cannot open '" + jsonl_path_ + "' and '" + csv_path_ + "' for appending");
   }
   // The newest training loss already on file: what the summary reports when a resume starts at the last step.
   double last_train_loss() const { return last_train_loss_; }
   void write(const nlohmann::json& j) {
     jsonl_ << j.dump() << "\n";
-    auto num = [&](const std::string& k) { return j.contains(k) ? j[k].dump() : std::string(); };
-    csv_ << num("step") << "," << j.value("split", "") << "," << num("loss") << "," << num("lr") << ","
-         << num("grad_norm") << ",";
-    for (const std::string& m : task_metrics_) csv_ << num(m) << ",";
-    csv_ << num("tokens_per_s") << "," << num("elapsed_s") << "\n";
+    csv_ << csv_line(j);
     jsonl_.flush();
     csv_.flush();
+    // A full disk must stop the run rather than silently drop its metrics.
+    CANONLAB_CHECK(jsonl_ && csv_, "cannot write metrics to '" + jsonl_path_ + "' (disk full or file removed?)");
   }
 
  private:
+  // The records of metrics.jsonl up to `last_step`. A last line without its newline is what a kill during a write
+  // leaves; it belongs to a step after the checkpoint and is dropped. Any other line that is not a record stops
+  // the resume with the file and line named, before anything is changed.
+  static std::vector<nlohmann::json> read_records(const std::string& path, int last_step) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return {};
+    const std::string text = read_text_file(path, kMaxMetricsBytes, "metrics file");
+    std::vector<nlohmann::json> kept;
+    size_t start = 0;
+    for (int line = 1; start < text.size(); line++) {
+      const size_t newline = text.find('\n', start);
+      if (newline == std::string::npos) break;  // unterminated last line: an interrupted write
+      const std::string_view record(text.data() + start, newline - start);
+      start = newline + 1;
+      if (record.empty()) continue;
+      const nlohmann::json j = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
+      const bool has_step = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+      if (!has_step)
+        throw Error("'" + path + "' line " + std::to_string(line) + ": " +
+                    (j.is_discarded() ? "not valid JSON" : "not a metrics record (a JSON object with an integer step)") +
+                    ": " + std::string(record.substr(0, 80)) + (record.size() > 80 ? "..." : "") +
+                    "; nothing was changed: fix or delete that line, then resume again");
+      if (j["step"].get<int64_t>() <= last_step) kept.push_back(j);
+    }
+    return kept;
+  }
+
+  std::string csv_header() const {
+    std::string out = "step,split,loss,lr,grad_norm,";
+    for (const std::string& m : task_metrics_) out += m + ",";
+    return out + "tokens_per_s,elapsed_s\n";
+  }
+
+  std::string csv_line(const nlohmann::json& j) const {
+    auto num = [&](const std::string& k) { return j.contains(k) ? j[k].dump() : std::string(); };
+    const nlohmann::json split = j.value("split", nlohmann::json());
+    std::string out = num("step") + "," + (split.is_string() ? split.get<std::string>() : "") + "," + num("loss") +
+                      "," + num("lr") + "," + num("grad_norm") + ",";
+    for (const std::string& m : task_metrics_) out += num(m) + ",";
+    return out + num("tokens_per_s") + "," + num("elapsed_s") + "\n";
+  }
+
+  static constexpr uint64_t kMaxMetricsBytes = uint64_t(1) << 32;  // 4 GiB: ~20 M records
   std::string jsonl_path_, csv_path_;
   std::vector<std::string> task_metrics_;
   std::ofstream jsonl_, csv_;
   double last_train_loss_ = NAN;
 };
 
+// The run directory (`what`: "run directory", "checkpoint directory"): created if missing, a clear error if it
+// cannot be (a file of that name, a read-only disk).
+void create_directory(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error(what + " '" + dir + "' is a file, not a directory; allowed: a directory (created if missing)");
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create " + what + " '" + dir + "': " + ec.message());
+}
 
 }  // namespace
 
@@ -81,7 +130,14 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   set_thread_count(tc.threads);
   const std::string out = options.out_dir;
   const std::string ckpt_dir = out + "/checkpoints";
-  fs::create_directories(ckpt_dir);
+  create_directory(out, "run directory (--out)");
+  // Held until the run ends: a second train (or --resume) on this directory would interleave two runs' records.
+  const DirectoryLock lock(out, ".train.lock", "canonlab train");
+  create_directory(ckpt_dir, "checkpoint directory");
+  // What writers killed mid-write left (a temp file per kill); nobody else writes here while we hold the lock,
+  // except a sweep writing status files, whose live pid keeps them.
+  remove_stale_temp_files(out);
+  remove_stale_temp_files(ckpt_dir);
 
   auto task = make_task(cfg.task);
   auto model = build_model<float>(cfg.model, tc.seed);

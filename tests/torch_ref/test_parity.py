@@ -16,6 +16,13 @@ of linear_mixers.py).
 It also checks that the resolved config keeps every key the case set (a silently ignored key would make
 the case test something else) and that the checkpoint holds exactly the reference's parameters.
 
+Trained checkpoints (TRAINED_CASES, named trained_*): `canonlab train` trains the case's config into the
+work dir until it has learned the task; the test writes a batch of its own choosing as a token file (text, or
+safetensors with or without targets and loss_mask), runs `canonlab debug-dump --weights RUN --tokens FILE`,
+and the reference, loading the run's checkpoint itself (not the dump's copy), must give the dumped logits,
+loss and every gradient within the tolerances above. It also checks that the dump ran the trained weights on
+the test's own batch. debug-dump writes no trajectory for trained weights, so there is none to compare.
+
     python tests/torch_ref/test_parity.py --canonlab build/canonlab --workdir build/parity [--only NAME]
 
 Exit status 0 only if every case passed; the last line is `N passed, M failed`.
@@ -26,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -187,6 +195,28 @@ LINEAR_CASES = {
 }
 CASES.update(LINEAR_CASES)
 
+# Trained checkpoints: name -> (overrides of BASE, token file format, extra sequence length over training).
+# TRAINED_TRAIN is long enough for every case to learn the task (held-out copy_acc 100% at the end, checked as
+# "trained"), so the weights, logits (max ~14 against ~0.3 at init) and attention are those of a trained model.
+#   text: one line of ids per sequence, targets = the next token (debug-dump's default)
+#   safetensors: "tokens" only (the same default), or with "targets" and "loss_mask" (the copied half only)
+# Every batch has 3 rows, drawn by the test rather than canonlab's data stream: two copy sequences
+# (cm.copy_batch) and one of uniform random ids over the whole vocabulary (BOS included). Models without learned
+# positions get sequences longer than they were trained on (n_symbols + 4); learned positions get exactly
+# max_seq_len, their limit.
+TRAINED_TRAIN = {"steps": 400, "batch_size": 16, "warmup_steps": 20}
+TRAINED_CASES = {
+    "trained_nope_canon_ABCD": ({"model": {"attention": {"position": "nope"}, "canon": {"set": "ABCD"}}},
+                                "text", 4),
+    "trained_sign_ste_key_shift": ({"model": {"attention": {
+        "position": "alibi", "scoring": "sign_ste", "key_shift": {"layers": [0], "offset": 1}}}},
+        "safetensors+targets", 4),
+    "trained_learned_positions_layernorm": ({"model": {"norm": "layernorm", "attention": {
+        "position": "learned", "qkv_bias": True}, "mlp": {"bias": True}}}, "safetensors", 0),
+    "trained_gdn_AbCD": (linear_case("gdn", "AbCD", train={"lr": 1e-2}), "text", 4),  # at lr 1e-3: 12%
+}
+CASES.update(TRAINED_CASES)
+
 # Per-case trajectory rtol where the 10-step trajectory is chaotic at float32 level. gla_relu: the relu feature
 # map on unconvolved q/k puts gradient jumps (relu kinks) in the loss, and Adam turns the float32-level
 # differences that move a pre-activation across 0 into lr-sized updates. Measured on canonlab's weights of this
@@ -267,10 +297,141 @@ def run_selfcheck():
     return all(c.ok for c in checks), checks, ""
 
 
+def run_command(cmd, args):
+    """Runs canonlab; returns an error text, or "" when it exited 0."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{' '.join(cmd)}: {e}"
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip()[-2000:]
+        return f"{' '.join(cmd)} exited {proc.returncode}:\n{tail}"
+    return ""
+
+
+def user_batch(cfg, fmt, extra_symbols):
+    """The batch the test chooses (see TRAINED_CASES): tokens, targets, loss_mask as a PyTorch user has them."""
+    task = dict(cfg["task"], n_symbols=int(cfg["task"]["n_symbols"]) + extra_symbols)
+    tokens, targets, mask = cm.copy_batch(task, 2, seed=1234)
+    g = torch.Generator().manual_seed(99)
+    noise = torch.randint(0, int(cfg["model"]["vocab_size"]), (1, tokens.shape[1]), generator=g, dtype=torch.int32)
+    tokens = torch.cat([tokens, noise])
+    targets = torch.cat([tokens[:, 1:], torch.zeros(tokens.shape[0], 1, dtype=tokens.dtype)], dim=1)
+    mask = torch.zeros(tokens.shape)
+    if fmt == "safetensors+targets":  # written out, with a mask of its own: the predictions of the copied half
+        n = int(task["n_symbols"])
+        mask[:, n:2 * n] = 1
+    else:  # what debug-dump assumes without them: the next token, the last position left out
+        mask[:, :-1] = 1
+    return tokens, targets, mask
+
+
+def write_token_file(path_stem, fmt, tokens, targets, mask):
+    from safetensors.torch import save_file
+
+    if fmt == "text":
+        path = path_stem + ".txt"
+        with open(path, "w") as fh:
+            fh.write("\n".join(" ".join(str(t) for t in row) for row in tokens.tolist()) + "\n")
+    elif fmt == "safetensors":
+        path = path_stem + ".safetensors"
+        save_file({"tokens": tokens.to(torch.int64)}, path)
+    else:
+        path = path_stem + ".safetensors"
+        save_file({"tokens": tokens.to(torch.int64), "targets": targets.to(torch.int64),
+                   "loss_mask": mask.float()}, path)
+    return path
+
+
+def grad_checks(model, ref):
+    checks = [compare(f"grad.{pname}", ref.get(f"grad.{pname}"), p.grad, GRAD_ATOL, GRAD_RTOL, True)
+              for pname, p in model.named_parameters()]
+    own = {f"grad.{n}" for n, _ in model.named_parameters()} | {"logits", "loss"}
+    extra = sorted(set(ref) - own)
+    if extra:
+        checks.append(Check("reference tensors", None, None, None, False, f"unexpected {extra}"))
+    return checks
+
+
+def run_trained_case(name, args):
+    """TRAINED_CASES: train, dump the trained checkpoint on the test's batch, compare. Returns (ok, checks, error)."""
+    overrides, fmt, extra_symbols = TRAINED_CASES[name]
+    cdir = os.path.join(args.workdir, name)
+    run_dir, out = os.path.join(cdir, "run"), os.path.join(cdir, "dump")
+    shutil.rmtree(cdir, ignore_errors=True)
+    os.makedirs(cdir)
+    written = cm.deep_merge(BASE, cm.deep_merge(overrides, {"train": dict(
+        TRAINED_TRAIN, checkpoint_every=TRAINED_TRAIN["steps"], eval_every=TRAINED_TRAIN["steps"])}))
+    cfg_path = os.path.join(cdir, "config.yaml")
+    with open(cfg_path, "w") as fh:
+        fh.write(f"# torch parity case {name} (written by tests/torch_ref/test_parity.py)\n")
+        yaml.safe_dump(written, fh, sort_keys=False)
+    err = run_command([args.canonlab, "train", cfg_path, "--out", run_dir, "--quiet",
+                       "--set", "probe.n_sequences=8"], args)
+    if err:
+        return False, [], err
+
+    checks = []
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    try:
+        with open(os.path.join(run_dir, "checkpoints", "latest.json")) as fh:
+            ckpt_path = os.path.join(run_dir, "checkpoints", json.load(fh)["model"])
+        resolved = cm.config_from_checkpoint(ckpt_path)
+        checks.append(check_config(written, resolved))
+        with open(os.path.join(run_dir, "summary.json")) as fh:
+            copy_acc = json.load(fh)["eval"]["copy_acc"]
+        checks.append(Check("trained (held-out copy_acc >= 90%)", None, None, None, copy_acc >= 0.9,
+                            f"copy_acc {copy_acc:.1%}"))
+        tokens, targets, mask = user_batch(cm.resolve_config(resolved), fmt, extra_symbols)
+        token_file = write_token_file(os.path.join(cdir, "batch"), fmt, tokens, targets, mask)
+        err = run_command([args.canonlab, "debug-dump", "--weights", run_dir, "--tokens", token_file,
+                           "--out", out], args)
+        if err:
+            return False, checks, err
+
+        # The dump ran the trained weights (the last step, tensor for tensor) on the test's batch, and left
+        # no trajectory (none is defined for trained weights).
+        from safetensors import safe_open
+
+        with safe_open(os.path.join(out, "model.safetensors"), framework="pt") as f:
+            step = (f.metadata() or {}).get("canonlab.step")
+        trained, dumped = load_file(ckpt_path), load_file(os.path.join(out, "model.safetensors"))
+        same = trained.keys() == dumped.keys() and all(torch.equal(trained[k], dumped[k]) for k in trained)
+        checks.append(Check("dumped weights = the trained checkpoint", None, None, None,
+                            same and step == str(TRAINED_TRAIN["steps"]),
+                            f"canonlab.step {step}, tensors equal: {same}"))
+        batch = load_file(os.path.join(out, "batch.safetensors"))
+        same_batch = (torch.equal(batch["tokens"].long(), tokens.long()) and
+                      torch.equal(batch["targets"].long(), targets.long()) and
+                      torch.equal(batch["loss_mask"].float(), mask.float()))
+        checks.append(Check(f"dumped batch = the {fmt} token file", None, None, None, same_batch,
+                            f"B x T = {tuple(tokens.shape)}"))
+        checks.append(Check("no trajectory for trained weights", None, None, None,
+                            not os.path.exists(os.path.join(out, "trajectory.json"))))
+
+        model = cm.CanonModel(resolved).to(dtype)
+        model.load_state(ckpt_path)
+        ref = load_file(os.path.join(out, "reference.safetensors"))
+        logits = model(tokens.long())
+        loss = cm.masked_cross_entropy(logits, targets.long(), mask.to(dtype))
+        loss.backward()
+        checks.append(compare("logits", ref.get("logits"), logits.detach(), LOGITS_ATOL, LOGITS_RTOL, False))
+        checks.append(compare("loss", ref["loss"].reshape(()) if "loss" in ref else None, loss.detach(),
+                              0.0, LOSS_RTOL, False))
+        checks.extend(grad_checks(model, ref))
+    except Exception as e:  # noqa: BLE001 - report and fail the case, keep going
+        import traceback
+
+        return False, checks, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"
+    return all(c.ok for c in checks), checks, ""
+
+
 def run_case(name, overrides, args):
     """Returns (ok, checks, error_text)."""
     if name == SELFCHECK:
         return run_selfcheck()
+    if name in TRAINED_CASES:
+        return run_trained_case(name, args)
     cdir = os.path.join(args.workdir, name)
     out = os.path.join(cdir, "dump")
     os.makedirs(cdir, exist_ok=True)
@@ -283,14 +444,9 @@ def run_case(name, overrides, args):
         fh.write(f"# torch parity case {name} (written by tests/torch_ref/test_parity.py)\n")
         yaml.safe_dump(written, fh, sort_keys=False)
 
-    cmd = [args.canonlab, "debug-dump", cfg_path, "--out", out]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, [], f"{' '.join(cmd)}: {e}"
-    if proc.returncode != 0:
-        tail = (proc.stdout + proc.stderr).strip()[-2000:]
-        return False, [], f"{' '.join(cmd)} exited {proc.returncode}:\n{tail}"
+    err = run_command([args.canonlab, "debug-dump", cfg_path, "--out", out], args)
+    if err:
+        return False, [], err
 
     checks = []
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
@@ -317,12 +473,7 @@ def run_case(name, overrides, args):
         checks.append(compare("logits", ref.get("logits"), logits.detach(), LOGITS_ATOL, LOGITS_RTOL, False))
         checks.append(compare("loss", ref["loss"].reshape(()) if "loss" in ref else None, loss.detach(),
                               0.0, LOSS_RTOL, False))
-        for pname, p in model.named_parameters():
-            checks.append(compare(f"grad.{pname}", ref.get(f"grad.{pname}"), p.grad, GRAD_ATOL, GRAD_RTOL, True))
-        own = {f"grad.{n}" for n, _ in model.named_parameters()} | {"logits", "loss"}
-        extra = sorted(set(ref) - own)
-        if extra:
-            checks.append(Check("reference tensors", None, None, None, False, f"unexpected {extra}"))
+        checks.extend(grad_checks(model, ref))
 
         # trajectory: the loss before each of N_TRAJ AdamW updates on the same batch
         with open(os.path.join(out, "trajectory.json")) as fh:
@@ -373,7 +524,7 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                     help="precision of the PyTorch reference (default float32)")
-    ap.add_argument("--timeout", type=float, default=300, help="seconds per debug-dump run")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per canonlab run (debug-dump, train)")
     ap.add_argument("--quiet", action="store_true", help="print only failing checks")
     ap.add_argument("--verbose", action="store_true", help="also print both trajectories")
     args = ap.parse_args()

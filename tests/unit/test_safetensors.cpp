@@ -151,7 +151,8 @@ TEST_F(SafetensorsTest, RoundTripsDtypesShapesAndScalars) {
   EXPECT_EQ(r.metadata.at("canonlab.format_version"), "1");
   EXPECT_EQ(r.metadata.at("canonlab.config"), R"({"model":{"d":64},"note":"ünïcode ✓"})");
   EXPECT_EQ(r.metadata.at(kChecksumAlgoKey), "xxh64");
-  EXPECT_EQ(r.metadata.size(), 4u);
+  EXPECT_EQ(r.metadata.size(), 5u);  // the two given, and the writer's data and header checksums
+  EXPECT_TRUE(r.header_checksum_verified);
 
   ASSERT_EQ(r.tensors.size(), 6u);
   std::vector<std::string> order;
@@ -186,7 +187,7 @@ TEST_F(SafetensorsTest, EmptyMetadataAndEmptyFileRoundTrip) {
   std::string path = file("nometa.safetensors");
   w.write_atomic(path);
   SafetensorsFile r = read_safetensors(path);
-  EXPECT_EQ(r.metadata.size(), 2u);  // only the writer's checksum keys
+  EXPECT_EQ(r.metadata.size(), 3u);  // only the writer's checksum keys
   EXPECT_TRUE(r.metadata.count(kChecksumKey));
   EXPECT_EQ(r.get("x").to_vector<float>(), x);
 
@@ -374,6 +375,44 @@ TEST_F(SafetensorsTest, DetectsChecksumMismatch) {
     g[pos] ^= std::byte{0x01};
     expect_corrupt(g, {"data checksum mismatch"});
   }
+}
+
+// The header checksum covers metadata values and tensor entries: an edit that keeps every structural rule (a
+// changed digit in a metadata value, a renamed tensor of the same length) is still detected.
+TEST_F(SafetensorsTest, DetectsHeaderEdits) {
+  std::vector<float> x = {1, 2, 3};
+  SafetensorsWriter w;
+  w.add("weight", x, {3});
+  w.add_metadata("canonlab.step", "8");
+  const std::vector<std::byte> f = w.serialize();
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string bytes(reinterpret_cast<const char*>(f.data()), f.size());
+    const size_t at = bytes.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    bytes.replace(at, from.size(), to);
+    return to_bytes(bytes);
+  };
+  expect_corrupt(edited("\"canonlab.step\":\"8\"", "\"canonlab.step\":\"1\""), {"header checksum mismatch"});
+  expect_corrupt(edited("\"weight\"", "\"weighs\""), {"header checksum mismatch"});
+  // The entry must be where the writer put it, exactly once: a hand-rewritten header cannot be verified.
+  const std::string digits = [&] {
+    const std::string path = file("ok.safetensors");
+    w.write_atomic(path);
+    const SafetensorsFile r = read_safetensors(path);
+    EXPECT_TRUE(r.header_checksum_verified);
+    return r.metadata.at(kHeaderChecksumKey);
+  }();
+  {
+    const size_t n = le64(f, 0);
+    std::string header(reinterpret_cast<const char*>(f.data()) + 8, n);
+    header.erase(header.find_last_not_of(' ') + 1);
+    const std::string entry = "\"canonlab.header_checksum\":\"" + digits + "\"";
+    header.replace(header.find(entry), entry.size(), "\"canonlab.header_checksum\": \"" + digits + "\"");
+    expect_corrupt(make_file(header, std::vector<std::byte>(f.begin() + std::ptrdiff_t(8 + n), f.end())),
+                   {"cannot be verified"});
+  }
+  expect_corrupt(edited(digits, "not-hex-digits!!"), {"is not 16 lowercase hex digits"});
+  EXPECT_THROW(w.add_metadata(kHeaderChecksumKey, digits), Error);
 }
 
 TEST_F(SafetensorsTest, DetectsInvalidJson) {

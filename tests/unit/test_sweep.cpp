@@ -120,10 +120,11 @@ std::vector<std::string> placement_run_names() {
 }
 
 // path relative to root -> size and mtime of every file: equal snapshots mean nothing was written.
+// Every file's size and time, lock files aside: a lock records the pid of whoever last held it.
 std::map<std::string, std::string> tree_snapshot(const fs::path& root) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_regular_file())
+    if (e.is_regular_file() && e.path().extension() != ".lock")
       files[fs::relative(e.path(), root).string()] =
           std::to_string(e.file_size()) + "@" + std::to_string(e.last_write_time().time_since_epoch().count());
   return files;

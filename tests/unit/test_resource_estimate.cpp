@@ -1,0 +1,321 @@
+// The resource estimate (train/resource_estimate.h) against what really happens: the parameter count against the
+// built model, the arena tally against Arena::high_water_bytes() after a real step for every family and Canon
+// placement, the refusal of a run over train.max_memory_gb, a far too large config refused at once, and the
+// predicted peak memory against the measured peak RSS of the canonlab binary on E1-Bk0 and a linear preset.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "config/config.h"
+#include "data/task.h"
+#include "engine/error.h"
+#include "engine/threads.h"
+#include "models/language_model.h"
+#include "train/loss.h"
+#include "train/resource_estimate.h"
+#include "train/step.h"
+
+extern char** environ;
+
+namespace canonlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Small shapes on the copy task (T = 25) with chunks shorter than T, so that every code path runs in milliseconds.
+const std::string kSmall =
+    "model: {d_model: 32, n_layers: 2, n_heads: 2, recurrent: {chunk_size: 8}, mamba2: {d_state: 8}}\n"
+    "task: {name: copy, vocab: 16, n_symbols: 12}\n"
+    "train: {batch_size: 3, threads: 2}\n";
+
+struct Variant {
+  std::string name;
+  std::vector<std::string> sets;
+};
+
+// Every family, with and without Canon (ABCD, the family's own conv b, none), key shift, the options that change
+// what the modules allocate (RoPE, sign-STE, learned positions, layernorm, Canon activation and norm, biases,
+// SwiGLU, tied embeddings, naive kernels) and a hybrid with sliding-window attention.
+std::vector<Variant> variants() {
+  return {
+      {"transformer_rope", {}},
+      {"transformer_e1", {"model.attention.position=alibi", "model.attention.scoring=sign_ste",
+                          "model.attention.key_shift.layers=[0]"}},
+      {"transformer_abcd_keyshift", {"model.canon.set=ABCD", "model.attention.key_shift.layers=[1]",
+                                     "model.attention.key_shift.offset=2"}},
+      {"transformer_everything", {"model.canon.set=ABCD", "model.canon.activation=silu", "model.canon.norm=rmsnorm",
+                                  "model.norm=layernorm", "model.mlp.kind=swiglu", "model.mlp.bias=true",
+                                  "model.attention.qkv_bias=true", "model.attention.position=learned"}},
+      {"transformer_tied_relu2", {"model.tie_embeddings=true", "model.mlp.kind=relu2", "model.canon.set=AC",
+                                  "model.canon.groups=4", "model.canon.norm=layernorm"}},
+      {"mamba2", {"model.family=mamba2", "model.canon.set=b"}},
+      {"mamba2_noconv", {"model.family=mamba2", "model.canon.set="}},
+      {"mamba2_mlp_abcd", {"model.family=mamba2", "model.mamba2.mlp=true", "model.canon.set=AbBCD"}},
+      {"mamba2_naive_groups", {"model.family=mamba2", "model.canon.set=b", "model.recurrent.kernel=naive",
+                               "model.mamba2.ngroups=2"}},
+      {"gla", {"model.family=gla", "model.canon.set=b"}},
+      {"gla_abcd", {"model.family=gla", "model.canon.set=AbBCD", "model.mlp.kind=swiglu"}},
+      {"gla_noconv_nogate", {"model.family=gla", "model.canon.set=", "model.gla.output_gate=false"}},
+      {"gdn", {"model.family=gdn", "model.canon.set=b"}},
+      {"gdn_abcd", {"model.family=gdn", "model.canon.set=AbBCD"}},
+      {"gdn_noconv_naive", {"model.family=gdn", "model.canon.set=", "model.recurrent.kernel=naive"}},
+      {"deltanet", {"model.family=deltanet", "model.canon.set=b"}},
+      {"deltanet_abcd_nogate", {"model.family=deltanet", "model.canon.set=AbCD", "model.delta.output_gate=false"}},
+      {"hybrid", {"model.family=hybrid", "model.n_layers=6", "model.layer_pattern=MASGDN", "model.canon.set=AbBCD",
+                  "model.attention.window=7", "model.attention.key_shift.layers=[1, 2]"}},
+  };
+}
+
+RunConfig variant_config(const Variant& v) { return config_from_yaml_string(kSmall, v.sets); }
+
+TEST(ResourceEstimate, ParameterCountIsExactForEveryFamily) {
+  for (const Variant& v : variants()) {
+    const RunConfig cfg = variant_config(v);
+    const auto model = build_model<float>(cfg.model, cfg.train.seed);
+    EXPECT_EQ(count_parameters(cfg.model), model->params().total()) << v.name;
+    EXPECT_EQ(estimate_resources(cfg).parameters, model->params().total()) << v.name;
+  }
+}
+
+double relative_error(double estimate, double measured) { return std::abs(estimate - measured) / measured; }
+
+// One real forward_backward (what the trainer does each step) and one evaluation forward pass, against the tally.
+TEST(ResourceEstimate, ArenaMatchesTheHighWaterOfARealStep) {
+  set_thread_count(2);
+  double worst = 0;
+  for (const Variant& v : variants()) {
+    const RunConfig cfg = variant_config(v);
+    const auto model = build_model<float>(cfg.model, cfg.train.seed);
+    const auto task = make_task(cfg.task);
+    const Batch batch = task->make_batch(cfg.train.batch_size, 7, 0);
+    Arena train_arena;
+    ActivationTrace<float> trace;
+    forward_backward(*model, train_arena, trace, batch, 0);
+    const double predicted = training_arena_bytes(cfg.model, batch.B, batch.T, thread_count());
+    worst = std::max(worst, relative_error(predicted, double(train_arena.high_water_bytes())));
+    EXPECT_LT(relative_error(predicted, double(train_arena.high_water_bytes())), 0.01)
+        << v.name << ": predicted " << predicted << " bytes, measured " << train_arena.high_water_bytes();
+
+    Arena eval_arena;
+    StepContext<float> ctx{eval_arena};
+    const float* logits = model->forward(ctx, batch.tokens.data(), batch.B, batch.T);
+    masked_cross_entropy(eval_arena, logits, batch.targets.data(), batch.loss_mask.data(), batch.B * batch.T,
+                         model->vocab_size(), false);
+    const double eval_predicted = forward_arena_bytes(cfg.model, batch.B, batch.T, true);
+    worst = std::max(worst, relative_error(eval_predicted, double(eval_arena.high_water_bytes())));
+    EXPECT_LT(relative_error(eval_predicted, double(eval_arena.high_water_bytes())), 0.01)
+        << v.name << ": predicted " << eval_predicted << " bytes, measured " << eval_arena.high_water_bytes();
+  }
+  std::printf("[ arena    ] %zu variants, largest relative error %.2g\n", variants().size(), worst);
+}
+
+TEST(ResourceEstimate, ARunOverMaxMemoryIsRefusedNamingTheBiggestKeys) {
+  const RunConfig cfg = config_from_yaml_string(
+      "model: {d_model: 128, n_layers: 4, n_heads: 4}\ntask: {name: copy, vocab: 64, n_symbols: 24}\n"
+      "train: {batch_size: 64, max_memory_gb: 0.05}\n");
+  const ResourceEstimate e = estimate_resources(cfg);
+  ASSERT_GT(e.peak_bytes, 0.05 * (1 << 30));  // the config is meant to exceed 50 MiB (its arena alone does)
+  try {
+    check_resources(e, cfg);
+    FAIL() << "a run over train.max_memory_gb was accepted";
+  } catch (const Error& err) {
+    const std::string message = err.what();
+    for (const std::string part : {"needs an estimated", "train.max_memory_gb = 0.05", "activation arena",
+                                   "train.batch_size", "task.n_symbols", "model.d_model"})
+      EXPECT_NE(message.find(part), std::string::npos) << part << " missing from: " << message;
+  }
+  RunConfig roomy = cfg;
+  roomy.train.max_memory_gb = 0;  // only the machine's MemAvailable: a 4-layer d=128 model fits any test machine
+  EXPECT_NO_THROW(check_resources(estimate_resources(roomy), roomy));
+}
+
+// Far beyond any machine (~ 10^15 bytes of activations): estimated without allocating, in well under a second,
+// and refused by check_resources with the keys to lower.
+TEST(ResourceEstimate, AFarTooLargeConfigIsRefusedAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const RunConfig cfg = config_from_yaml_string(
+      "", {"model.d_model=16384", "model.n_layers=1024", "train.batch_size=65536", "model.n_heads=128"});
+  const ResourceEstimate e = estimate_resources(cfg);
+  EXPECT_GT(e.peak_bytes, 1e15);
+  EXPECT_GT(e.parameters, uint64_t(3e12));  // 1024 layers of 12 * 16384^2
+  try {
+    check_resources(e, cfg);
+    FAIL() << "accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("train.batch_size"), std::string::npos) << err.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+}
+
+// The engine indexes a step's token positions with int: more than 2^31 - 1 per step is refused by name even where
+// the memory would exist.
+TEST(ResourceEstimate, MoreTokensPerStepThanTheEngineIndexesAreRefused) {
+  const RunConfig cfg = config_from_yaml_string(
+      "model: {d_model: 8, n_layers: 1, n_heads: 1}\ntask: {name: copy, vocab: 32767, n_symbols: 32767}\n"
+      "train: {batch_size: 65536}\n");
+  const ResourceEstimate e = estimate_resources(cfg);
+  EXPECT_EQ(e.tokens_per_step, 65536.0 * 65535);
+  try {
+    check_resources(e, cfg);
+    FAIL() << "accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("train.batch_size: 65536 sequences of 65535 tokens"), std::string::npos)
+        << err.what();
+  }
+}
+
+// What is resident depends on the command: training holds the AdamW moments, a resume also reads both checkpoint
+// files first (before the arenas exist: the peak takes the larger phase), evaluation holds neither moments nor a
+// training arena.
+TEST(ResourceEstimate, ThePurposeDecidesWhatIsResident) {
+  const RunConfig cfg = config_from_yaml_string(kSmall);
+  const ResourceEstimate train = estimate_resources(cfg, Purpose::train);
+  const ResourceEstimate resume = estimate_resources(cfg, Purpose::resume);
+  const ResourceEstimate eval = estimate_resources(cfg, Purpose::eval);
+  auto bytes_of = [](const ResourceEstimate& e, const std::string& prefix, MemoryPhase phase) {
+    double sum = 0;
+    for (const MemoryItem& item : e.items)
+      if (item.what.starts_with(prefix) && item.phase == phase) sum += item.bytes;
+    return sum;
+  };
+  const double P = double(train.parameters);
+  EXPECT_EQ(bytes_of(train, "AdamW", MemoryPhase::whole_run), 9 * P);
+  EXPECT_EQ(bytes_of(resume, "resume", MemoryPhase::loading), 12 * P);
+  EXPECT_EQ(bytes_of(eval, "AdamW", MemoryPhase::whole_run), 0.0);
+  EXPECT_EQ(bytes_of(eval, "checkpoint", MemoryPhase::loading), 4 * P);
+  EXPECT_GT(train.training_arena_bytes, eval.eval_arena_bytes);
+  // This small model's arena outweighs its checkpoint files, so resuming peaks where training does.
+  EXPECT_EQ(resume.peak_bytes, train.peak_bytes);
+  EXPECT_LT(eval.peak_bytes, train.peak_bytes);
+}
+
+TEST(ResourceEstimate, FlopsAndTokensFollowTheStep) {
+  const RunConfig cfg = config_from_yaml_string(kSmall, {"train.steps=10", "train.eval_every=5"});
+  const ResourceEstimate e = estimate_resources(cfg);
+  EXPECT_EQ(e.tokens_per_step, 3.0 * 25);
+  EXPECT_GT(e.flops_per_step, 6.0 * e.tokens_per_step * double(e.parameters) * 0.5);
+  EXPECT_EQ(e.evaluations, 2);
+  // 10 steps, 2 evaluations of 4 batches and the IPMR probe (256 sequences in batches of 3), forward = 1/3 step
+  EXPECT_NEAR(e.total_flops, e.flops_per_step * (10 + (2 * 4 + 256.0 / 3) / 3), 1e-6 * e.total_flops);
+}
+
+// ---------------------------------------------------------------------------------------------- the binary
+
+struct MeasuredRun {
+  int exit_code = -1;
+  double peak_rss_bytes = 0;  // ru_maxrss of the child
+  double seconds = 0;
+  std::string output;
+};
+
+// Runs the canonlab binary directly (no shell in between, so wait4's ru_maxrss is canonlab's own).
+MeasuredRun run_measured(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<std::string> argv_text = {CANONLAB_BINARY};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  MeasuredRun r;
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return r;
+  int status = 0;
+  rusage usage{};
+  ::wait4(pid, &status, 0, &usage);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.peak_rss_bytes = double(usage.ru_maxrss) * 1024;
+  std::ifstream in(log);
+  r.output.assign(std::istreambuf_iterator<char>(in), {});
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("canonlab_estimate_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string source_config(const std::string& name) { return std::string(CANONLAB_SOURCE_DIR) + "/configs/" + name; }
+
+// Two steps reach the peak: the arena is sized in the first step and used whole from the second; the evaluation
+// and the IPMR probe (two batches, so that its arena is merged once as in a full run) follow at the end.
+void expect_peak_rss_within(const std::string& config, double tolerance) {
+  const std::vector<std::string> sets = {"train.steps=2", "train.threads=2", "train.checkpoint_every=0",
+                                         "probe.n_sequences=128"};
+  const fs::path dir = fresh_dir(fs::path(config).stem().string());
+  std::vector<std::string> args = {"train", source_config(config), "--quiet", "--out", (dir / "run").string()};
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  const MeasuredRun run = run_measured(args, dir / "log.txt");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const RunConfig cfg = load_config(source_config(config), sets);
+  const ResourceEstimate e = estimate_resources(cfg);
+  std::printf("[ peak RSS ] %s: estimated %.1f MiB, measured %.1f MiB (%+.1f%%), %.1f s\n", config.c_str(),
+              e.peak_bytes / (1 << 20), run.peak_rss_bytes / (1 << 20),
+              100 * (e.peak_bytes - run.peak_rss_bytes) / run.peak_rss_bytes, run.seconds);
+  EXPECT_LT(relative_error(e.peak_bytes, run.peak_rss_bytes), tolerance)
+      << config << ": estimated " << e.peak_bytes << " bytes, measured peak RSS " << run.peak_rss_bytes;
+  EXPECT_LT(run.seconds, 20.0);
+  fs::remove_all(dir);
+}
+
+TEST(ResourceEstimate, PeakRssOfE1Bk0IsPredicted) { expect_peak_rss_within("E1-Bk0.yaml", 0.25); }
+
+TEST(ResourceEstimate, PeakRssOfALinearPresetIsPredicted) { expect_peak_rss_within("linear/gdn-4L128.yaml", 0.25); }
+
+TEST(ResourceEstimateCli, DryRunPrintsTheEstimateAndCreatesNothing) {
+  const fs::path dir = fresh_dir("dry_run");
+  const auto r = test_support::run_cli("train " + source_config("E1-Bk0.yaml") + " --dry-run --out " +
+                                       (dir / "run").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const RunConfig cfg = load_config(source_config("E1-Bk0.yaml"), {});
+  for (const std::string& part : {"parameters: " + std::to_string(count_parameters(cfg.model)),
+                                 std::string("64 sequences x 49 tokens = 3136 tokens"), std::string("activation arena"),
+                                 std::string("total: "), std::string("time (an estimate): 3000 steps"),
+                                 std::string("no run directory was created")})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " missing from:\n" << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  fs::remove_all(dir);
+}
+
+// The far too large config of the issue: the estimate prints at once and the run is refused (exit 2, no directory),
+// with and without --dry-run.
+TEST(ResourceEstimateCli, AFarTooLargeRunIsRefusedQuickly) {
+  const fs::path dir = fresh_dir("too_large");
+  const std::string sets = " --set model.d_model=16384 --set model.n_layers=1024 --set train.batch_size=65536"
+                           " --out " + (dir / "run").string();
+  for (const std::string flag : {" --dry-run", ""}) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = test_support::run_cli("train " + source_config("E1-Bk0.yaml") + flag + sets);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("error: this run needs an estimated"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("train.batch_size"), std::string::npos) << r.output;
+    EXPECT_LT(seconds, 5.0) << flag;
+    EXPECT_FALSE(fs::exists(dir / "run"));
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace canonlab
