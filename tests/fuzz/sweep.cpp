@@ -16,7 +16,7 @@
 
 namespace {
 
-constexpr size_t kMaxExpandedRuns = 256;
+constexpr size_t kMaxExpandedRuns = 32;
 
 }  // namespace
 
