@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages canonlab builds against (only those missing), fortunes-min: the small text
-# corpus the byte-level text task trains on by default and its tests read, and clang for the fuzz tests.
-# Needs root or sudo.
+# corpus the byte-level text task trains on by default and its tests read, the King James Bible (bible-kjv: the
+# `bible` program and, through bible-kjv-text, the text; public domain) that the natural-text tests and presets
+# prepare, and clang for the fuzz tests. Needs root or sudo.
 set -euo pipefail
+# libsentencepiece-dev trains and runs the BPE and unigram tokenizers of `canonlab data prepare`.
 # clang and libclang-rt-14-dev (the libFuzzer, ASan and UBSan runtimes; only a Recommends of clang's own packages,
 # so named here) build the fuzz targets of tests/fuzz/.
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libbenchmark-dev python3 python3-venv fortunes-min clang libclang-rt-14-dev)
+          libgtest-dev libbenchmark-dev libsentencepiece-dev python3 python3-venv fortunes-min bible-kjv bible-kjv-text
+          clang libclang-rt-14-dev)
 # Headless Chromium renders the HTML report in the report_screenshot test. Its recommends (printer setup,
 # notification daemon, ...) are desktop baggage, so it goes in without them and names the one font it uses.
 lean_packages=(chromium-headless-shell fonts-liberation)

@@ -157,10 +157,12 @@ struct MqarConfig {
   bool random_non_queries = true;
 };
 
-// Byte-level text: windows of a text file, bits per character on a held-out tail (docs/tasks.md#text).
+// Natural text: windows of a prepared data directory (token shards) or of a plain file read as bytes; bits per byte
+// and per character on held-out text (docs/tasks/text.md).
 struct TextConfig {
-  std::string path = "/usr/share/games/fortunes/fortunes";
-  double heldout_frac = 0.1;  // the last fraction of the file is held out
+  std::string path = "/usr/share/games/fortunes/fortunes";  // a data directory (canonlab data prepare) or a text file
+  double heldout_frac = 0.1;  // plain files: the last fraction of the file is held out
+  bool eval_whole_split = false;  // evaluate on every held-out window instead of train.eval_batches batches
 };
 
 struct TaskConfig {

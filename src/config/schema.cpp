@@ -250,8 +250,9 @@ std::vector<KeySpec> build_table() {
           .with_rule("4 * pairs <= context"));
   add(CANONLAB_KEY(task.mqar.power_a, "MQAR: query gaps drawn with p(i) ~ a * i^(a-1)").above(0));
   add(CANONLAB_KEY(task.mqar.random_non_queries, "MQAR: fill non-query positions with random tokens instead of 0"));
-  add(CANONLAB_KEY(task.text.path, "byte-level text: the text file"));
-  add(CANONLAB_KEY(task.text.heldout_frac, "byte-level text: the last fraction of the file is held out for bits per character").above(0).below(1));
+  add(CANONLAB_KEY(task.text.path, "text: a data directory made by canonlab data prepare (token shards, docs/text-data.md), or a text file read as bytes (relative: working directory, else the canonlab checkout)"));
+  add(CANONLAB_KEY(task.text.heldout_frac, "text, plain files only: the last fraction of the file is held out (a data directory has its split from data prepare --val-fraction)").above(0).below(1));
+  add(CANONLAB_KEY(task.text.eval_whole_split, "text: evaluate bpb/bpc on every held-out window (as many batches as that takes) instead of the first train.eval_batches batches"));
 
   add(CANONLAB_KEY(train.steps, "optimizer steps").at_least(1).at_most(kMaxSteps));
   add(CANONLAB_KEY(train.batch_size, "sequences per step").at_least(1).at_most(kMaxBatch));

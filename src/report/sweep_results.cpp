@@ -207,7 +207,8 @@ std::vector<MetricInfo> documented_metrics() {
       {"capo_bits", "Capo: bits of biography knowledge stored (Part 3.3 estimate from attribute losses)", false, true},
       {"capo_bits_per_param", "Capo: capo_bits divided by the model's parameter count", false, true},
       {"mqar_acc", "MQAR: accuracy at the query positions", true, true},
-      {"bpc", "byte-level text: bits per character on the held-out split", false, false},
+      {"bpc", "text: bits per character (UTF-8 code points) on the held-out split", false, false},
+      {"bpb", "text: bits per byte on the held-out split (equals bpc on ASCII text)", false, false},
       {"eval_loss", "held-out loss at the end of training", false, false},
       {"final_train_loss", "training loss at the last step", false, false},
   };

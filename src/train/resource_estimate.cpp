@@ -458,9 +458,12 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
     add("resume: the model and optimizer checkpoint files, read whole", 3 * P * kFloat, model_keys, loading);
   if (purpose == Purpose::eval || purpose == Purpose::probe)
     add("checkpoint: the model file, read whole", P * kFloat, model_keys, loading);
+  // A plain text file is held in memory whole; a data directory's shards are memory-mapped (page cache the kernel
+  // reclaims, not resident memory), so only its tokenizer's tables count.
   if (const auto* text = dynamic_cast<const TextTask*>(task.get()))
-    add("task data: the text file", double(text->training_bytes() + text->heldout_bytes()), "task.text.path",
-        whole_run);
+    add(text->from_data_directory() ? "task data: the tokenizer's tables (token shards are memory-mapped, not resident)"
+                                    : "task data: the text file, read whole",
+        text->resident_bytes(), "task.text.path", whole_run);
 
   const double suites = double(task->eval_suites().size());
   const std::string batch_keys = "train.batch_size, " + seq_key;

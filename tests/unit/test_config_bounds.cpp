@@ -69,7 +69,7 @@ TEST(ConfigBounds, OnePastTheBoundIsRefusedNamingTheKeyAndTheRange) {
     ASSERT_FALSE(r.error.empty()) << key.path << "=" << past << " was accepted";
     EXPECT_EQ(r.error.find(key.path), 0u) << r.error;
     EXPECT_NE(r.error.find(describe_range(key)), std::string::npos) << key.path << ": " << r.error;
-    EXPECT_LT(r.seconds, 0.5) << key.path;
+    EXPECT_LT(r.seconds, 5.0) << key.path;  // "within a few seconds": a guard against hangs, not a speed test
   }
 }
 
@@ -97,7 +97,7 @@ TEST(ConfigBounds, TheIssueInputsFailAtOnceNamingTheKey) {
   for (const auto& [set, expected] : cases) {
     const Outcome r = load_with({set});
     EXPECT_NE(r.error.find(expected), std::string::npos) << set << " -> " << r.error;
-    EXPECT_LT(r.seconds, 0.5) << set;
+    EXPECT_LT(r.seconds, 5.0) << set;
   }
 }
 

@@ -275,7 +275,7 @@ void expect_peak_rss_within(const std::string& config, double tolerance) {
               100 * (e.peak_bytes - run.peak_rss_bytes) / run.peak_rss_bytes, run.seconds);
   EXPECT_LT(relative_error(e.peak_bytes, run.peak_rss_bytes), tolerance)
       << config << ": estimated " << e.peak_bytes << " bytes, measured peak RSS " << run.peak_rss_bytes;
-  EXPECT_LT(run.seconds, 20.0);
+  // No bound on run.seconds: the time is printed, never asserted (a loaded CI machine is slow, not wrong).
   fs::remove_all(dir);
 }
 
