@@ -1,0 +1,31 @@
+#pragma once
+// The run's backend from train.device and train.precision (docs/config.md, docs/engine.md#backends).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/backend/backend.h"
+
+namespace canonlab {
+
+// train.device parsed: cpu, or cuda with a device index (cuda = cuda:0).
+struct DeviceSpec {
+  Device device = Device::cpu;
+  int index = 0;
+};
+// nullopt unless `text` is cpu, cuda or cuda:N (N a whole number up to kMaxDeviceIndex: no sign, spaces or
+// leading zeros).
+std::optional<DeviceSpec> parse_device(const std::string& text);
+inline constexpr int kMaxDeviceIndex = 1023;
+
+Precision parse_precision(const std::string& text);  // fp32 | bf16 (validated with the config)
+
+// Throws unless this build can run on `device` (a train.device value): the check a command makes before it
+// creates anything, with make_backend's message.
+void check_device_available(const std::string& device);
+
+// The backend for train.device and train.precision (their config values). Throws canonlab::Error when the device
+// is not available in this build (CUDA), naming the key, the value and what this build offers.
+std::shared_ptr<Backend<float>> make_backend(const std::string& device, const std::string& precision);
+
+}  // namespace canonlab
