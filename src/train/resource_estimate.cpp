@@ -420,16 +420,26 @@ void register_parameters(ParameterStore<float>& store, const ModelConfig& m) {
   }
 }
 
-// bf16 precision: the reference GEMM (engine/backend/bf16_gemm_reference.cpp) rounds its activation operands into
-// copies, at most both operands of one GEMM at a time: the widest (rows, in + out) of the model's matrices (the
-// 2-D weights; with tied embeddings the token embedding is the output head).
-double widest_gemm_operands(const ModelConfig& m) {
+// bf16 precision: Bf16Gemm (engine/ops/linear/bf16.h) converts both operands of each GEMM into two scratch buffers
+// that grow to the largest operand they have held. The first operand is x or dy (N rows of in or out values), the
+// second w (out, in) or, for dw, x (N, in). Consecutive 2-D weights with the same input width are counted as one
+// fused GEMM (q|k|v, gate|up: Linear::followed_in_memory_by), which can only overstate. Elements, for N rows.
+double bf16_gemm_scratch_elements(const ModelConfig& m, double N) {
   ParameterStore<float> store;
   register_parameters(store, m);
-  double widest = 0;
-  for (const ParamInfo& p : store.infos())
-    if (p.shape.size() == 2) widest = std::max(widest, double(p.shape[0]) + double(p.shape[1]));
-  return widest;
+  double first = 0, second = 0, fused_out = 0, fused_in = -1;
+  for (const ParamInfo& p : store.infos()) {
+    if (p.shape.size() != 2) {
+      fused_in = -1;
+      continue;
+    }
+    const double out = double(p.shape[0]), in = double(p.shape[1]);
+    fused_out = in == fused_in ? fused_out + out : out;
+    fused_in = in;
+    first = std::max(first, N * std::max(in, fused_out));
+    second = std::max(second, std::max(fused_out * in, N * in));
+  }
+  return first + second;
 }
 }  // namespace
 
@@ -505,9 +515,9 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
     add("activation arena: one evaluation forward pass", e.eval_arena_bytes,
         arena_keys(m, B, T, seq_key, e.eval_arena_bytes), running);
   }
-  if (bf16)
-    add("bf16 GEMM operands: the widest GEMM's activations, rounded (reference GEMM)",
-        B * T * widest_gemm_operands(m) * kFloat, batch_keys + ", model.d_model, model.vocab_size", running);
+  if (bf16)  // as floats: the emulated path's size, twice the native path's bf16 storage
+    add("bf16 GEMM operands, converted (the largest GEMM's two inputs)", bf16_gemm_scratch_elements(m, B * T) * kFloat,
+        batch_keys + ", model.d_model, model.vocab_size", running);
   add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
           std::to_string(t.eval_batches) + ")",
       suites * t.eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running);

@@ -2,11 +2,11 @@
 // The CPU backend: every op of Backend<T> is one of the kernels in src/engine/ops/ (OpenMP, oneDNN/OpenBLAS GEMMs),
 // called with the same arguments the modules passed before the seam, so fp32 results are unchanged bit for bit.
 // T = double (the gradient checks) runs the same code. Its memory is host RAM.
+#include <memory>
 #include <string>
 #include <type_traits>
 
 #include "engine/backend/backend.h"
-#include "engine/backend/bf16_gemm.h"
 #include "engine/error.h"
 #include "engine/ops/activation/activation.h"
 #include "engine/ops/activation/rows.h"
@@ -23,6 +23,7 @@
 #include "engine/ops/gla/chunked.h"
 #include "engine/ops/gla/gates.h"
 #include "engine/ops/gla/naive.h"
+#include "engine/ops/linear/bf16.h"
 #include "engine/ops/linear/fast.h"
 #include "engine/ops/norm/fast.h"
 #include "engine/ops/rope/rope.h"
@@ -40,6 +41,7 @@ class CpuBackend final : public Backend<T> {
   explicit CpuBackend(Precision precision = Precision::fp32) : precision_(precision) {
     CANONLAB_CHECK((precision == Precision::fp32 || std::is_same_v<T, float>),
                    "train.precision: bf16 runs in float; the double backend (gradient checks) is fp32 only");
+    if (precision == Precision::bf16) bf16_ = std::make_unique<Bf16Gemm>();
   }
 
   DeviceMemory& memory() override { return host_memory(); }
@@ -49,22 +51,19 @@ class CpuBackend final : public Backend<T> {
   // Free kernels and these methods share names; `canonlab::` picks the kernel.
   void linear_forward(T* y, int ldy, const T* x, int ldx, const T* w, const T* b, int N, int IN, int OUT) override {
     if constexpr (std::is_same_v<T, float>)
-      if (precision_ == Precision::bf16) return canonlab::linear_forward_bf16(y, ldy, x, ldx, w, b, N, IN, OUT);
+      if (bf16_) return canonlab::linear_forward_bf16(*bf16_, y, ldy, x, ldx, w, b, N, IN, OUT);
     canonlab::linear_forward(y, ldy, x, ldx, w, b, N, IN, OUT);
   }
   void linear_backward(T* dx, int lddx, T* dw, T* db, const T* dy, int lddy, const T* x, int ldx, const T* w, int N,
                        int IN, int OUT) override {
     if constexpr (std::is_same_v<T, float>)
-      if (precision_ == Precision::bf16)
-        return canonlab::linear_backward_bf16(dx, lddx, dw, db, dy, lddy, x, ldx, w, N, IN, OUT);
+      if (bf16_) return canonlab::linear_backward_bf16(*bf16_, dx, lddx, dw, db, dy, lddy, x, ldx, w, N, IN, OUT);
     canonlab::linear_backward(dx, lddx, dw, db, dy, lddy, x, ldx, w, N, IN, OUT);
   }
   void round_to_bf16(T* dst, const T* src, size_t n) override {
-    if constexpr (std::is_same_v<T, float>) {
-      canonlab::round_to_bf16(dst, src, n);
-    } else {
-      for (size_t i = 0; i < n; i++) dst[i] = T(canonlab::round_to_bf16(float(src[i])));
-    }
+    // each value on its own: the result does not depend on the thread count
+#pragma omp parallel for schedule(static) if (n >= (size_t(1) << 14))
+    for (size_t i = 0; i < n; i++) dst[i] = T(canonlab::round_to_bf16(float(src[i])));
   }
 
   void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int C, T eps) override {
@@ -294,6 +293,9 @@ class CpuBackend final : public Backend<T> {
 
  private:
   Precision precision_;
+  // bf16 precision: the GEMM of engine/ops/linear/bf16.h (oneDNN's bf16 matmul where this CPU has one, else bf16-
+  // rounded inputs through the fp32 GEMM), with its primitive cache and conversion scratch; null in fp32.
+  std::unique_ptr<Bf16Gemm> bf16_;
 };
 
 }  // namespace canonlab
