@@ -52,8 +52,9 @@ std::vector<double> train_losses(const std::string& dir) {
 std::string checksum(const std::string& path) { return read_safetensors(path).metadata.at(kChecksumKey); }
 
 // E1-Bk0 (batch 64, T = 49) for 50 steps in both precisions, the same seed and data: every step's training loss
-// in bf16 is within 0.02 of fp32's (1/200 of the loss, which falls from 4.2 towards 3.9 over these steps;
-// measured gap: at most 0.004), and the curves are not the same curve (bf16 really rounds).
+// in bf16 is within 0.005 of fp32's (about 1/800 of the loss, which falls from 4.20 to 4.16 over these steps, still
+// in warmup; measured gap: at most 0.0003 with the emulated bf16 GEMM), and the curves are not the same curve (bf16
+// really rounds).
 TEST(Precision, Bf16LossTracksFp32OnE1Bk0For50Steps) {
   auto cfg = [](const std::string& precision) {
     return load_config(std::string(CANONLAB_SOURCE_DIR) + "/configs/E1-Bk0.yaml",
@@ -68,11 +69,11 @@ TEST(Precision, Bf16LossTracksFp32OnE1Bk0For50Steps) {
   ASSERT_EQ(b.size(), 50u);
   double worst = 0;
   for (size_t i = 0; i < a.size(); i++) {
-    EXPECT_NEAR(b[i], a[i], 0.02) << "step " << i + 1;
+    EXPECT_NEAR(b[i], a[i], 0.005) << "step " << i + 1;
     worst = std::max(worst, std::abs(a[i] - b[i]));
   }
   EXPECT_GT(worst, 0.0) << "bf16 gave the fp32 curve exactly: the GEMMs did not round";
-  EXPECT_LT(a.back(), a.front() - 0.05) << "fp32 did not learn in 50 steps; the comparison says nothing";
+  EXPECT_LT(a.back(), a.front() - 0.03) << "fp32 did not learn in 50 steps; the comparison says nothing";
   std::printf("[ bf16     ] E1-Bk0, 50 steps: largest |loss_bf16 - loss_fp32| = %.5f (final %.4f vs %.4f)\n", worst,
               b.back(), a.back());
 }
@@ -95,16 +96,22 @@ TEST(Precision, Bf16RunsAreDeterministicAndResumeBitExactly) {
   const std::string last = "/checkpoints/step_00000012";
   EXPECT_EQ(checksum(a + last + ".model.safetensors"), checksum(b + last + ".model.safetensors"));
   EXPECT_EQ(checksum(a + last + ".state.safetensors"), checksum(b + last + ".state.safetensors"));
-  // interrupted after step 6, resumed
+  // interrupted after step 6 (the run directory rolled back to its step-6 checkpoint), resumed
   const std::string c = temp_dir("resume");
-  run(tiny("bf16", {"train.steps=6"}), c);
+  run(tiny("bf16"), c);
+  std::ofstream(c + "/checkpoints/latest.json")
+      << nlohmann::json{{"step", 6}, {"model", "step_00000006.model.safetensors"},
+                        {"state", "step_00000006.state.safetensors"}}
+             .dump();
+  fs::remove(c + last + ".model.safetensors");
+  fs::remove(c + last + ".state.safetensors");
   run(tiny("bf16"), c, /*resume=*/true);
   EXPECT_EQ(checksum(a + last + ".model.safetensors"), checksum(c + last + ".model.safetensors"));
   EXPECT_EQ(checksum(a + last + ".state.safetensors"), checksum(c + last + ".state.safetensors"));
   EXPECT_EQ(train_losses(a), train_losses(c));
   // the precision is part of the trajectory: resuming an fp32 run in bf16 is refused, naming the key
   const std::string d = temp_dir("mixed");
-  run(tiny("fp32", {"train.steps=6"}), d);
+  run(tiny("fp32"), d);
   try {
     run(tiny("bf16"), d, /*resume=*/true);
     FAIL() << "an fp32 run resumed in bf16";
