@@ -1,42 +1,35 @@
 #pragma once
 // The elementwise and copying work the modules used to do in their own loops: residual adds, copies of column
-// blocks between buffers of different row strides, the key shift, learned positions. Each output element is
-// computed by one thread in a fixed order, so the threading changes no bit; small tensors stay on one thread,
-// where the fork/join would cost more than the work.
+// blocks between buffers of different row strides, the key shift, learned positions. Each op keeps the threading
+// of the loop it replaced, so the seam adds no fork/join to a step: the key shift was an OpenMP loop, the residual
+// adds, copies, clipping and positions ran on one thread (memory-bound work at these sizes; extra barriers cost
+// more than they gain when the machine is shared -- measured in BENCHMARKS.md, "Backend seam").
 #include <algorithm>
 #include <cstddef>
 
 namespace canonlab {
 
-namespace elementwise_detail {
-constexpr size_t kParallelMin = 1 << 14;
-}  // namespace elementwise_detail
-
 // out = a + b; out may alias a or b. (n)
 template <class T>
 void add(T* out, const T* a, const T* b, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= elementwise_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 // dst += src (n)
 template <class T>
 void add_into(T* dst, const T* src, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= elementwise_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
 // dst = src (n)
 template <class T>
 void copy(T* dst, const T* src, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= elementwise_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
 // dst = 0 (n)
 template <class T>
 void fill_zero(T* dst, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= elementwise_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) dst[i] = T(0);
 }
 
@@ -44,14 +37,12 @@ void fill_zero(T* dst, size_t n) {
 // a column block of another (q|k|v splits, the Mamba2 in_proj row).
 template <class T>
 void copy_rows(T* dst, int ldd, const T* src, int lds, int rows, int cols) {
-#pragma omp parallel for schedule(static) if (size_t(rows) * cols >= elementwise_detail::kParallelMin)
   for (int r = 0; r < rows; r++) std::copy(src + size_t(r) * lds, src + size_t(r) * lds + cols, dst + size_t(r) * ldd);
 }
 
 // x = x · coef, the product in double (gradient clipping). (n)
 template <class T>
 void scale(T* x, size_t n, double coef) {
-#pragma omp parallel for schedule(static) if (n >= elementwise_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) x[i] = T(double(x[i]) * coef);
 }
 
@@ -90,7 +81,6 @@ void shift_add_backward(T* dx, const T* dxs, int B, int Tn, int C, int o) {
 // Learned positions: x[b, t] += pe[t].  x: (B, Tn, C), pe: (>= Tn, C)
 template <class T>
 void add_positions(T* x, const T* pe, int B, int Tn, int C) {
-#pragma omp parallel for schedule(static) if (size_t(B) * Tn * C >= elementwise_detail::kParallelMin)
   for (int r = 0; r < B * Tn; r++) {
     T* xr = x + size_t(r) * C;
     const T* pr = pe + size_t(r % Tn) * C;
@@ -98,10 +88,9 @@ void add_positions(T* x, const T* pe, int B, int Tn, int C) {
   }
 }
 // dpe[t] += Σ_b dx[b, t], added one sequence after another (b = 0, 1, ...), so every thread count gives the
-// same bits. One position per thread: no two threads write the same row.
+// same bits.
 template <class T>
 void add_positions_backward(T* dpe, const T* dx, int B, int Tn, int C) {
-#pragma omp parallel for schedule(static) if (size_t(B) * Tn * C >= elementwise_detail::kParallelMin)
   for (int t = 0; t < Tn; t++) {
     T* d = dpe + size_t(t) * C;
     for (int b = 0; b < B; b++) {
