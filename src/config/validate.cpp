@@ -7,7 +7,7 @@
 #include "data/task.h"
 #include "config/model_shapes.h"
 #include "config/schema.h"
-#include "engine/backend/make_backend.h"
+#include "engine/device.h"
 #include "engine/error.h"
 
 namespace canonlab {

@@ -5,18 +5,9 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/device.h"  // DeviceSpec, parse_device
 
 namespace canonlab {
-
-// train.device parsed: cpu, or cuda with a device index (cuda = cuda:0).
-struct DeviceSpec {
-  Device device = Device::cpu;
-  int index = 0;
-};
-// nullopt unless `text` is cpu, cuda or cuda:N (N a whole number up to kMaxDeviceIndex: no sign, spaces or
-// leading zeros).
-std::optional<DeviceSpec> parse_device(const std::string& text);
-inline constexpr int kMaxDeviceIndex = 1023;
 
 Precision parse_precision(const std::string& text);  // fp32 | bf16 (validated with the config)
 
