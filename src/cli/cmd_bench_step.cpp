@@ -29,19 +29,19 @@ int run_bench_step(const BenchStepArgs& a) {
   RunConfig cfg = load_config(a.config_path, all);
   set_thread_count(cfg.train.threads);
   auto task = make_task(cfg.task);
-  auto model = build_model<float>(cfg.model, cfg.train.seed);
+  auto model = build_model(cfg);
   ParameterStore<float>& params = model->params();
   const int B = cfg.train.batch_size, T = task->seq_len();
   Batch batch = task->make_batch(B, cfg.train.data_seed, 0);
-  Arena arena;
+  Arena arena(model->backend().memory());
   ActivationTrace<float> trace;
   AdamWState opt;
-  const std::vector<uint8_t> decay = decay_mask(params, cfg.train.decay_on);
+  const DeviceBuffer<uint8_t> decay = device_decay_mask(params, cfg.train.decay_on);
   std::vector<double> ms;
   for (int s = 0; s < a.warmup + a.steps; s++) {
     auto t0 = std::chrono::steady_clock::now();
     forward_backward(*model, arena, trace, batch, s);
-    apply_update(params, opt, decay, cfg.train, cfg.train.lr, s);
+    apply_update(*model, opt, decay, cfg.train, cfg.train.lr, s);
     auto t1 = std::chrono::steady_clock::now();
     if (s >= a.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
@@ -51,6 +51,8 @@ int run_bench_step(const BenchStepArgs& a) {
                       {"tokens_per_step", B * T},
                       {"model_gflop_per_step", model_train_flops(cfg.model, B, T) / 1e9},
                       {"threads", thread_count()},
+                      {"device", model->backend().name()},
+                      {"precision", cfg.train.precision},
                       {"arena_mib", double(arena.high_water_bytes()) / (1 << 20)}};
   std::cout << j.dump() << "\n";
   return 0;

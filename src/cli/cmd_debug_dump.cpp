@@ -254,7 +254,7 @@ int run_debug_dump(const DebugDumpArgs& a) {
     check_resources(estimate_resources(cfg, Purpose::train), cfg);
     set_thread_count(cfg.train.threads);
     task = make_task(cfg.task);
-    model = build_model<float>(cfg.model, cfg.train.seed);
+    model = build_model(cfg);
   } else {
     LoadedCheckpoint c = load_checkpoint(a.weights, a.sets);
     cfg = std::move(c.cfg);
@@ -280,15 +280,17 @@ int run_debug_dump(const DebugDumpArgs& a) {
     w.add("loss_mask", std::span<const float>(batch.loss_mask), {B, T});
     w.write_atomic(a.out + "/batch.safetensors");
   }
-  Arena arena;
+  Arena arena(model->backend().memory());
   ActivationTrace<float> trace;
   {
     const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, 0);
     SafetensorsWriter w;
     const float loss_value = float(fb.loss);
-    w.add("logits", std::span<const float>(fb.logits, size_t(B) * T * V), {B, T, V});
+    std::vector<float> host_logits;
+    w.add("logits", host_view(arena.memory(), fb.logits, size_t(B) * T * V, host_logits), {B, T, V});
     w.add("loss", std::span<const float>(&loss_value, 1), {1});
-    std::span<const float> grads = params.grads();
+    const std::vector<float> host_grads = params.host_grads();
+    const std::span<const float> grads = host_grads;
     for (const ParamInfo& p : params.infos()) w.add("grad." + p.name, grads.subspan(p.offset, p.numel), p.shape);
     w.write_atomic(a.out + "/reference.safetensors");
   }
@@ -300,12 +302,12 @@ int run_debug_dump(const DebugDumpArgs& a) {
     fs::remove(trajectory_path);
   } else {
     AdamWState opt;
-    const std::vector<uint8_t> decay = decay_mask(params, cfg.train.decay_on);
+    const DeviceBuffer<uint8_t> decay = device_decay_mask(params, cfg.train.decay_on);
     nlohmann::json losses = nlohmann::json::array();
     for (int s = 0; s < kTrajectorySteps; s++) {
       const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, s);
       losses.push_back(fb.loss);
-      apply_update(params, opt, decay, cfg.train, learning_rate(cfg.train, s), s);
+      apply_update(*model, opt, decay, cfg.train, learning_rate(cfg.train, s), s);
     }
     std::ofstream(trajectory_path) << nlohmann::json{{"losses", losses}}.dump(2) << "\n";
   }

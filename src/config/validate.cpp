@@ -7,6 +7,7 @@
 #include "data/task.h"
 #include "config/model_shapes.h"
 #include "config/schema.h"
+#include "engine/device.h"
 #include "engine/error.h"
 
 namespace canonlab {
@@ -285,6 +286,10 @@ void resolve_and_validate(RunConfig& config) {
   check_canon_letters(model.canon, model, letters);
   check_canon_groups(model.canon, model, letters);
   normalize_canon_set(model.canon);
+
+  if (!parse_device(config.train.device))
+    fail("train.device: " + single_quoted(config.train.device) + " is not allowed; allowed: cpu, cuda, cuda:N (N from 0 to " +
+         std::to_string(kMaxDeviceIndex) + ")");
 
   if (config.train.data_seed == 0) config.train.data_seed = config.train.seed + 1;
 }

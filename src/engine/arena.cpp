@@ -12,17 +12,14 @@ size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 void* Arena::alloc_bytes(size_t bytes) {
   bytes = round_up(std::max<size_t>(bytes, 1));
-  // A block's first kAlign bytes may go to aligning its start, so only capacity - kAlign is usable.
-  if (blocks_.empty() || blocks_.back().used + bytes > blocks_.back().capacity - kAlign) {
+  if (blocks_.empty() || blocks_.back().used + bytes > blocks_.back().capacity) {
     Block b;
-    b.capacity = std::max(bytes + kAlign, kMinBlock);
-    b.memory = std::make_unique_for_overwrite<std::byte[]>(b.capacity);
+    b.capacity = std::max(bytes, kMinBlock);
+    b.memory = DeviceBuffer<std::byte>(*memory_, b.capacity);
     blocks_.push_back(std::move(b));
   }
   Block& b = blocks_.back();
-  auto base = reinterpret_cast<uintptr_t>(b.memory.get());
-  uintptr_t aligned_base = (base + kAlign - 1) / kAlign * kAlign;
-  void* p = reinterpret_cast<void*>(aligned_base + b.used);
+  void* p = b.memory.data() + b.used;  // the block starts 64-byte aligned (DeviceMemory::allocate)
   b.used += bytes;
   in_use_ += bytes;
   high_water_ = std::max(high_water_, in_use_);
@@ -33,8 +30,8 @@ void Arena::reset() {
   if (blocks_.size() > 1) {
     blocks_.clear();
     Block b;
-    b.capacity = high_water_ + kAlign;
-    b.memory = std::make_unique_for_overwrite<std::byte[]>(b.capacity);
+    b.capacity = high_water_;
+    b.memory = DeviceBuffer<std::byte>(*memory_, b.capacity);
     blocks_.push_back(std::move(b));
   }
   for (Block& b : blocks_) b.used = 0;

@@ -1,20 +1,19 @@
 #pragma once
 // Activation memory for one training step. Modules take their forward outputs and saved tensors from
 // the arena; reset() at the start of each step releases everything at once. The first step discovers how
-// much is needed; after that the arena is one block and the hot loop performs no heap allocation.
+// much is needed; after that the arena is one block and the hot loop performs no heap allocation. Its blocks come
+// from the run's DeviceMemory (engine/backend/memory.h), so on a GPU the step's activations live on the GPU.
 #include <cstddef>
 #include <algorithm>
-#include <cstring>
-#include <memory>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/backend/memory.h"
 
 namespace canonlab {
 
 class Arena {
  public:
-  explicit Arena(Device device = Device::cpu) : device_(device) {}
+  explicit Arena(DeviceMemory& memory = host_memory()) : memory_(&memory) {}
 
   // Uninitialised storage for n elements of T, 64-byte aligned.
   template <class T>
@@ -24,7 +23,7 @@ class Arena {
   template <class T>
   T* alloc_zeroed(size_t n) {
     T* p = alloc<T>(n);
-    std::memset(static_cast<void*>(p), 0, n * sizeof(T));
+    memory_->fill_zero(p, n * sizeof(T));
     return p;
   }
 
@@ -46,17 +45,18 @@ class Arena {
   void reset();
 
   size_t high_water_bytes() const { return high_water_; }
-  Device device() const { return device_; }
+  Device device() const { return memory_->device(); }
+  DeviceMemory& memory() const { return *memory_; }
 
  private:
   struct Block {
-    std::unique_ptr<std::byte[]> memory;
+    DeviceBuffer<std::byte> memory;
     size_t capacity = 0;
     size_t used = 0;
   };
   void* alloc_bytes(size_t bytes);
 
-  Device device_;
+  DeviceMemory* memory_;
   std::vector<Block> blocks_;
   size_t in_use_ = 0;
   size_t high_water_ = 0;

@@ -1,7 +1,9 @@
 #pragma once
 // All parameters of a model live in one allocation, and so do their gradients. Modules register their
-// tensors during construction (name, shape, init, decay group); finalize() allocates and initialises.
-// The optimizer, gradient clipping and checkpoints then work on flat spans.
+// tensors during construction (name, shape, init, decay group); finalize() draws the initial values on the host
+// and uploads them to the run's device (engine/backend/memory.h), where values and gradients then live. The
+// optimizer, gradient clipping and checkpoints work on the flat buffers; host code reads or writes them through
+// host_values() / set_values() (checkpoints, probes), or directly where the memory is host RAM (the CPU backend).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/memory.h"
 #include "engine/error.h"
 #include "engine/rng.h"
 
@@ -65,9 +68,13 @@ template <class T>
 struct Param {
   ParameterStore<T>* store = nullptr;
   size_t id = 0;
-  T* value() const;
+  T* value() const;  // device memory
   T* grad() const;
+  // What a GEMM reads as this weight: the bf16 shadow under bf16 precision, else value()
+  T* gemm_value() const;
   size_t numel() const;
+  // This tensor inside a host copy of the flat values (initial_values(), host_values()).
+  T* in(std::span<T> flat) const;
 };
 
 template <class T>
@@ -92,16 +99,14 @@ class ParameterStore {
     return Param<T>{this, infos_.size() - 1};
   }
 
-  // Allocates values and gradients and draws the initial values. Parameter i uses the random stream
-  // (seed, i), so its values do not depend on the other parameters or on threads.
-  void finalize(uint64_t seed) {
-    finalized_ = true;
-    values_.assign(total_, T(0));
-    grads_.assign(total_, T(0));
+  // The initial values, drawn on the host. Parameter i uses the random stream (seed, i), so its values do not
+  // depend on the other parameters, on threads or on the device the run uses.
+  std::vector<T> initial_values(uint64_t seed) const {
+    std::vector<T> values(total_, T(0));
     for (size_t i = 0; i < infos_.size(); i++) {
       const ParamInfo& p = infos_[i];
       CounterRng rng(seed, 1000 + i);
-      T* v = values_.data() + p.offset;
+      T* v = values.data() + p.offset;
       for (size_t j = 0; j < p.numel; j++) {
         switch (p.init.kind) {
           case InitKind::normal: v[j] = T(rng.normal() * p.init.scale); break;
@@ -119,24 +124,59 @@ class ParameterStore {
         }
       }
     }
+    return values;
   }
 
-  void zero_grad() { std::fill(grads_.begin(), grads_.end(), T(0)); }
+  // Allocates values and gradients in `memory` and uploads `initial` (the host values, initial_values() possibly
+  // adjusted by the modules); gradients start at zero. With gemm_shadow, also the bf16 shadow the GEMMs read
+  // (refreshed by the model before each forward pass).
+  void finalize(DeviceMemory& memory, std::span<const T> initial, bool gemm_shadow = false) {
+    CANONLAB_CHECK(initial.size() == total_, "ParameterStore::finalize: " + std::to_string(initial.size()) +
+                                                 " initial values for " + std::to_string(total_) + " parameters");
+    finalized_ = true;
+    values_ = DeviceBuffer<T>(memory, initial);
+    grads_ = DeviceBuffer<T>(memory, total_);
+    grads_.fill_zero();
+    if (gemm_shadow) shadow_ = DeviceBuffer<T>(memory, total_);
+  }
+  // Draws and uploads in one go, in host memory (tests, stand-in models).
+  void finalize(uint64_t seed) {
+    const std::vector<T> initial = initial_values(seed);
+    finalize(host_memory(), initial);
+  }
 
-  std::span<T> values() { return values_; }
-  std::span<T> grads() { return grads_; }
-  std::span<const T> values() const { return values_; }
-  std::span<const T> grads() const { return grads_; }
+  void zero_grad() { grads_.fill_zero(); }
+
+  // Host copies, and writing host values back (checkpoints, probes): the only way host code reaches the values
+  // of a store whose memory is not host RAM.
+  std::vector<T> host_values() const { return values_.download(); }
+  std::vector<T> host_grads() const { return grads_.download(); }
+  void set_values(std::span<const T> host) {
+    CANONLAB_CHECK(host.size() == total_, "ParameterStore::set_values: " + std::to_string(host.size()) +
+                                              " values for " + std::to_string(total_) + " parameters");
+    values_.upload(host);
+  }
+  DeviceMemory& memory() const { return values_.memory(); }
+
+  // bf16 precision: the GEMM weights, the master values rounded to bf16 (same layout as values()).
+  bool has_gemm_shadow() const { return !shadow_.empty(); }
+  std::span<T> gemm_shadow() { return shadow_.span(); }
+
+  // Device memory (dereference on the host only where memory().host_accessible()).
+  std::span<T> values() { return values_.span(); }
+  std::span<T> grads() { return grads_.span(); }
+  std::span<const T> values() const { return values_.span(); }
+  std::span<const T> grads() const { return grads_.span(); }
   const std::vector<ParamInfo>& infos() const { return infos_; }
   size_t total() const { return total_; }
   bool finalized() const { return finalized_; }
   T* value_ptr(size_t id) { return values_.data() + infos_[id].offset; }
   T* grad_ptr(size_t id) { return grads_.data() + infos_[id].offset; }
+  T* gemm_ptr(size_t id) { return (shadow_.empty() ? values_.data() : shadow_.data()) + infos_[id].offset; }
 
  private:
   std::vector<ParamInfo> infos_;
-  std::vector<T> values_;
-  std::vector<T> grads_;
+  DeviceBuffer<T> values_, grads_, shadow_;
   size_t total_ = 0;
   bool finalized_ = false;
 };
@@ -146,6 +186,10 @@ T* Param<T>::value() const { return store->value_ptr(id); }
 template <class T>
 T* Param<T>::grad() const { return store->grad_ptr(id); }
 template <class T>
+T* Param<T>::gemm_value() const { return store->gemm_ptr(id); }
+template <class T>
 size_t Param<T>::numel() const { return store->infos()[id].numel; }
+template <class T>
+T* Param<T>::in(std::span<T> flat) const { return flat.data() + store->infos()[id].offset; }
 
 }  // namespace canonlab

@@ -103,8 +103,8 @@ AttentionMaps capture_attention_maps(LanguageModel<float>& model, const Batch& b
   for (int b = 0; b < batch.B; b++) maps.tokens.emplace_back(batch.tokens.begin() + size_t(b) * T, batch.tokens.begin() + size_t(b + 1) * T);
   std::vector<bool> reported(heads.size(), false);
 
-  Arena arena;
-  StepContext<float> ctx{arena};
+  Arena arena(model.backend().memory());
+  StepContext<float> ctx{arena, model.backend()};
   ctx.on_attention_probs = [&](int layer, const float* probs, int B, int H, int Tn) {
     CANONLAB_CHECK(B == batch.B && H == n_heads && Tn == T, "attention layer " + std::to_string(layer) +
                                                                 " reported probabilities of an unexpected shape");
@@ -117,7 +117,7 @@ AttentionMaps capture_attention_maps(LanguageModel<float>& model, const Batch& b
       reported[i] = true;
     }
   };
-  model.forward(ctx, batch.tokens.data(), batch.B, T);
+  model.forward(ctx, ctx.upload(std::span<const int>(batch.tokens)), batch.B, T);
   for (size_t i = 0; i < heads.size(); i++)
     CANONLAB_CHECK(reported[i], "layer " + std::to_string(heads[i].layer) + " reported no attention probabilities (head " +
                                     heads[i].name() + "); is it an attention layer?");

@@ -33,19 +33,24 @@ nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std
   double loss_sum = 0, loss_weight = 0;
   MetricSums sums;
   std::vector<float> task_logits;
+  std::vector<float> host_logits;
   for (const EvalBatch& eb : batches) {
     const Batch& b = eb.batch;
+    const int N = b.B * b.T, V = model.vocab_size();
     arena.reset();
-    StepContext<float> ctx{arena};
-    const float* logits = model.forward(ctx, b.tokens.data(), b.B, b.T);
-    LossResult<float> r =
-        masked_cross_entropy(arena, logits, b.targets.data(), b.loss_mask.data(), b.B * b.T, model.vocab_size(), false);
+    StepContext<float> ctx{arena, model.backend()};
+    const int* tokens = ctx.upload(std::span<const int>(b.tokens));
+    const int* targets = ctx.upload(std::span<const int>(b.targets));
+    const float* mask = ctx.upload(std::span<const float>(b.loss_mask));
+    const float* logits = model.forward(ctx, tokens, b.B, b.T);
+    LossResult<float> r = masked_cross_entropy(ctx, logits, targets, mask, N, V, false);
     double lw = 0;
     for (float m : b.loss_mask) lw += m;
     loss_sum += r.loss * lw;
     loss_weight += lw;
-    task.score(b, logits_over_task_vocab(logits, b.B * b.T, model.vocab_size(), task.vocab_size(), task_logits), eb.suite,
-               sums);
+    // Scoring reads the logits on the host (a download where the device is not the CPU).
+    const float* scored = host_view(arena.memory(), logits, size_t(N) * V, host_logits).data();
+    task.score(b, logits_over_task_vocab(scored, N, V, task.vocab_size(), task_logits), eb.suite, sums);
   }
   if (task.has_generation_eval()) {
     ModelSampler sampler(model, arena, cfg.train.batch_size);

@@ -29,6 +29,7 @@ std::vector<std::vector<int>> ModelSampler::continue_prompts(const std::vector<s
                                                              uint64_t seed) {
   const int V = model_.vocab_size(), limit = max_length();
   std::vector<std::vector<int>> out(prompts.size());
+  std::vector<float> host_logits;
   for (size_t first = 0; first < prompts.size(); first += size_t(batch_rows_)) {
     const int B = int(std::min(prompts.size() - first, size_t(batch_rows_)));
     std::vector<std::vector<int>> rows(prompts.begin() + long(first), prompts.begin() + long(first) + B);
@@ -42,8 +43,9 @@ std::vector<std::vector<int>> ModelSampler::continue_prompts(const std::vector<s
       std::vector<int> tokens(size_t(B) * L, 0);
       for (int b = 0; b < B; b++) std::copy(rows[size_t(b)].begin(), rows[size_t(b)].end(), tokens.begin() + long(b) * L);
       arena_.reset();
-      StepContext<float> ctx{arena_};
-      const float* logits = model_.forward(ctx, tokens.data(), B, L);
+      StepContext<float> ctx{arena_, model_.backend()};
+      const float* device_logits = model_.forward(ctx, ctx.upload(std::span<const int>(tokens)), B, L);
+      const float* logits = host_view(arena_.memory(), device_logits, size_t(B) * L * V, host_logits).data();
       for (int b = 0; b < B; b++) {
         if (done[size_t(b)]) continue;
         const int last = int(rows[size_t(b)].size()) - 1;

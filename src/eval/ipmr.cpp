@@ -44,7 +44,8 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
 
   const int total = cfg.probe.n_sequences;
   const int chunk = std::max(1, cfg.train.batch_size);
-  Arena arena;
+  Arena arena(model.backend().memory());
+  std::vector<float> host_logits;
   std::map<int, std::vector<uint8_t>> any_hit;  // delta -> (B * nq) for the current chunk
   std::map<int, double> confident_hits;
   std::vector<float> peak_prob;  // (B * nq): the highest attention peak over the heads seen so far
@@ -56,7 +57,7 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
     peak_prob.assign(size_t(B) * nq, -1.0f);
     peak_key.assign(size_t(B) * nq, -1);
     arena.reset();
-    StepContext<float> ctx{arena};
+    StepContext<float> ctx{arena, model.backend()};
     ctx.on_attention_probs = [&](int layer, const float* probs, int Bc, int Hc, int Tc) {
       for (int b = 0; b < Bc; b++)
         for (int h = 0; h < Hc; h++)
@@ -78,7 +79,9 @@ IpmrResult measure_ipmr(LanguageModel<float>& model, const CopyTask& task, const
               }
           }
     };
-    const float* logits = model.forward(ctx, batch.tokens.data(), B, T);
+    const float* device_logits = model.forward(ctx, ctx.upload(std::span<const int>(batch.tokens)), B, T);
+    const float* logits =
+        host_view(arena.memory(), device_logits, size_t(B) * T * model.vocab_size(), host_logits).data();
     for (int d : r.deltas) {
       for (uint8_t v : any_hit[d]) global_hits[d] += v;
       for (int b = 0; b < B; b++)

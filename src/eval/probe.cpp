@@ -47,7 +47,7 @@ ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunCo
 }
 
 ProbeResult run_probe(LanguageModel<float>& model, const Task& task, const RunConfig& cfg) {
-  Arena arena;
+  Arena arena(model.backend().memory());
   return run_probe(model, task, cfg, evaluate(model, task, make_eval_batches(task, cfg), cfg, arena));
 }
 
@@ -83,7 +83,7 @@ LoadedCheckpoint load_checkpoint(const std::string& where, const std::vector<std
                      std::to_string(parameters) + " parameters");
   check_resources(estimate_resources(c.cfg, purpose), c.cfg);
   set_thread_count(c.cfg.train.threads);
-  c.model = build_model<float>(c.cfg.model, c.cfg.train.seed);
+  c.model = build_model(c.cfg);
   load_model(file, c.model->params());
   c.task = make_task(c.cfg.task);
   return c;

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/embedding/fast.h"
-#include "engine/ops/linear/fast.h"
 #include "models/language_model.h"
 #include "models/mixers.h"
 #include "nn/block.h"
@@ -19,7 +17,8 @@ namespace canonlab {
 template <class T>
 class DecoderModel final : public LanguageModel<T> {
  public:
-  DecoderModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+  DecoderModel(const ModelConfig& cfg, uint64_t seed, std::shared_ptr<Backend<T>> backend)
+      : cfg_(cfg), backend_(std::move(backend)) {
     const int C = cfg.d_model, V = cfg.vocab_size;
     tok_emb_ = store_.add("tok_emb.weight", {V, C}, InitSpec::normal(cfg.init_std), ParamGroup::embedding);
     if (cfg.attention.position == "learned")
@@ -34,8 +33,10 @@ class DecoderModel final : public LanguageModel<T> {
     }
     final_norm_ = std::make_unique<Norm<T>>(store_, "final_norm", C, parse_norm_kind(cfg.norm), cfg.norm_eps);
     if (!cfg.tie_embeddings) lm_head_ = std::make_unique<Linear<T>>(store_, "lm_head", C, V, false, cfg.init_std);
-    store_.finalize(seed);
-    for (auto& block : blocks_) block->mixer().after_init();
+    // Drawn on the host, adjusted there, then uploaded: the initial weights are the same on every device.
+    std::vector<T> initial = store_.initial_values(seed);
+    for (auto& block : blocks_) block->mixer().after_init(initial);
+    store_.finalize(backend_->memory(), initial, backend_->precision() == Precision::bf16);
   }
 
   const T* forward(StepContext<T>& ctx, const int* tokens, int B, int Tn) override {
@@ -44,16 +45,14 @@ class DecoderModel final : public LanguageModel<T> {
                        std::to_string(cfg_.max_seq_len));
     const int C = cfg_.d_model, V = cfg_.vocab_size, N = B * Tn;
     const size_t n = size_t(N) * C;
+    Backend<T>& be = ctx.backend;
+    // bf16 precision: this pass's GEMM weights, the master weights rounded once (they changed since the last pass)
+    if (store_.has_gemm_shadow()) be.round_to_bf16(store_.gemm_shadow().data(), store_.values().data(), store_.total());
     tokens_ = tokens;
     acts_.assign(blocks_.size() + 1, nullptr);
     acts_[0] = ctx.arena.template alloc<T>(n);
-    embedding_forward(acts_[0], tokens, tok_emb_.value(), N, C);
-    if (pos_emb_.store) {
-      const T* pe = pos_emb_.value();
-      for (int b = 0; b < B; b++)
-        for (int t = 0; t < Tn; t++)
-          for (int c = 0; c < C; c++) acts_[0][(size_t(b) * Tn + t) * C + c] += pe[size_t(t) * C + c];
-    }
+    be.embedding_forward(acts_[0], tokens, tok_emb_.value(), N, C);
+    if (pos_emb_.store) be.add_positions(acts_[0], pos_emb_.value(), B, Tn, C);
     ctx.record(embedding_name_, acts_[0], n);
     for (size_t l = 0; l < blocks_.size(); l++) {
       acts_[l + 1] = ctx.arena.template alloc<T>(n);
@@ -63,9 +62,9 @@ class DecoderModel final : public LanguageModel<T> {
     final_norm_->forward(ctx, normed_, acts_.back(), N);
     T* logits = ctx.arena.template alloc<T>(size_t(N) * V);
     if (lm_head_)
-      lm_head_->forward(logits, V, normed_, C, N);
+      lm_head_->forward(be, logits, V, normed_, C, N);
     else
-      linear_forward(logits, V, normed_, C, tok_emb_.value(), static_cast<const T*>(nullptr), N, C, V);
+      be.linear_forward(logits, V, normed_, C, tok_emb_.gemm_value(), static_cast<const T*>(nullptr), N, C, V);
     ctx.record(logits_name_, logits, size_t(N) * V);
     return logits;
   }
@@ -73,33 +72,31 @@ class DecoderModel final : public LanguageModel<T> {
   void backward(StepContext<T>& ctx, const T* dlogits, int B, int Tn) override {
     const int C = cfg_.d_model, V = cfg_.vocab_size, N = B * Tn;
     const size_t n = size_t(N) * C;
+    Backend<T>& be = ctx.backend;
     T* dnormed = ctx.arena.template alloc<T>(n);
     if (lm_head_)
-      lm_head_->backward(dnormed, C, dlogits, V, normed_, C, N);
+      lm_head_->backward(be, dnormed, C, dlogits, V, normed_, C, N);
     else
-      linear_backward(dnormed, C, tok_emb_.grad(), static_cast<T*>(nullptr), dlogits, V, normed_, C,
-                      tok_emb_.value(), N, C, V);
+      be.linear_backward(dnormed, C, tok_emb_.grad(), static_cast<T*>(nullptr), dlogits, V, normed_, C,
+                         tok_emb_.gemm_value(), N, C, V);
     T* dx = ctx.arena.template alloc<T>(n);
-    final_norm_->backward(dx, dnormed, N);
+    final_norm_->backward(ctx, dx, dnormed, N);
     T* dprev = ctx.arena.template alloc<T>(n);
     for (size_t l = blocks_.size(); l-- > 0;) {
       blocks_[l]->backward(ctx, dprev, dx, B, Tn);
       std::swap(dx, dprev);
     }
-    embedding_backward(tok_emb_.grad(), dx, tokens_, N, C);
-    if (pos_emb_.store) {
-      T* dpe = pos_emb_.grad();
-      for (int b = 0; b < B; b++)
-        for (int t = 0; t < Tn; t++)
-          for (int c = 0; c < C; c++) dpe[size_t(t) * C + c] += dx[(size_t(b) * Tn + t) * C + c];
-    }
+    be.embedding_backward(tok_emb_.grad(), dx, tokens_, N, C);
+    if (pos_emb_.store) be.add_positions_backward(pos_emb_.grad(), dx, B, Tn, C);
   }
 
   ParameterStore<T>& params() override { return store_; }
+  Backend<T>& backend() override { return *backend_; }
   const ModelConfig& config() const override { return cfg_; }
 
  private:
   ModelConfig cfg_;
+  std::shared_ptr<Backend<T>> backend_;  // before store_: the store's memory is the backend's
   ParameterStore<T> store_;
   Param<T> tok_emb_, pos_emb_;
   std::vector<std::unique_ptr<Block<T>>> blocks_;

@@ -14,9 +14,7 @@
 
 #include "config/run_config.h"
 #include "engine/ops/activation/activation.h"
-#include "engine/ops/attention/fast.h"
 #include "engine/ops/rope/rope.h"
-#include "engine/threads.h"
 #include "nn/canon.h"
 #include "nn/linear.h"
 #include "nn/mixer.h"
@@ -58,21 +56,23 @@ class Attention final : public SequenceMixer<T> {
 
   void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) override {
     const int N = B * Tn, C3 = 3 * C_;
+    Backend<T>& be = ctx.backend;
     x_ = x;
     // Key shift: the key projection reads x[t] + x[t - o] (zero before the start of each sequence).
     xk_ = x;
     if (key_shift_ > 0) {
       T* xs = ctx.arena.template alloc<T>(size_t(N) * C_);
-      shift_add(xs, x, B, Tn, key_shift_);
+      be.shift_add_forward(xs, x, B, Tn, C_, key_shift_);
       xk_ = xs;
     }
     qkv_proj_ = ctx.arena.template alloc<T>(size_t(N) * C3);  // (B, T, 3C) = [q | k | v]
     if (fused_qkv()) {
-      linear_forward(qkv_proj_, C3, x, C_, q_proj_->weight().value(), static_cast<const T*>(nullptr), N, C_, C3);
+      be.linear_forward(qkv_proj_, C3, x, C_, q_proj_->weight().gemm_value(), static_cast<const T*>(nullptr), N, C_,
+                        C3);
     } else {
-      q_proj_->forward(qkv_proj_, C3, x, C_, N);
-      k_proj_->forward(qkv_proj_ + C_, C3, xk_, C_, N);
-      v_proj_->forward(qkv_proj_ + 2 * C_, C3, x, C_, N);
+      q_proj_->forward(be, qkv_proj_, C3, x, C_, N);
+      k_proj_->forward(be, qkv_proj_ + C_, C3, xk_, C_, N);
+      v_proj_->forward(be, qkv_proj_ + 2 * C_, C3, x, C_, N);
     }
     qkv_canon_ = qkv_proj_;
     if (canon_b_) {
@@ -84,49 +84,44 @@ class Attention final : public SequenceMixer<T> {
     qkv_pos_ = qkv_canon_;
     if (rope_) {
       qkv_pos_ = ctx.arena.template alloc<T>(size_t(N) * C3);
-      std::copy(qkv_canon_, qkv_canon_ + size_t(N) * C3, qkv_pos_);
-      rope_forward(qkv_pos_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
-      rope_forward(qkv_pos_ + C_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+      be.copy(qkv_pos_, qkv_canon_, size_t(N) * C3);
+      be.rope_forward(qkv_pos_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+      be.rope_forward(qkv_pos_ + C_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
     }
     qkv_score_ = qkv_pos_;
     if (sign_ste_) {
       qkv_score_ = ctx.arena.template alloc<T>(size_t(N) * C3);
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        const T* src = qkv_pos_ + size_t(n) * C3;
-        T* dst = qkv_score_ + size_t(n) * C3;
-        sign_forward(dst, src, size_t(2 * C_));
-        std::copy(src + 2 * C_, src + C3, dst + 2 * C_);
-      }
+      be.sign_forward_rows(qkv_score_, C3, qkv_pos_, C3, N, 2 * C_);                  // q | k
+      be.copy_rows(qkv_score_ + 2 * C_, C3, qkv_pos_ + 2 * C_, C3, N, C_);             // v unchanged
     }
+    const T* slopes = slopes_.empty() ? nullptr : ctx.upload(std::span<const T>(slopes_));
     attn_out_ = ctx.arena.template alloc<T>(size_t(N) * C_);
-    probs_ = ctx.arena.template alloc<T>(size_t(B) * H_ * Tn * Tn);
-    attention_forward(attn_out_, probs_, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3,
-                      slopes_.empty() ? nullptr : slopes_.data(), window_, B, Tn, H_, D_, scale());
-    if (ctx.on_attention_probs) ctx.on_attention_probs(layer_, probs_, B, H_, Tn);
-    ctx.record(probs_name_, probs_, size_t(B) * H_ * Tn * Tn);
-    o_proj_->forward(y, C_, attn_out_, C_, N);
+    const size_t n_probs = size_t(B) * H_ * Tn * Tn;
+    probs_ = ctx.arena.template alloc<T>(n_probs);
+    be.attention_forward(attn_out_, probs_, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3, slopes, window_, B,
+                         Tn, H_, D_, scale());
+    if (ctx.on_attention_probs) {
+      std::vector<T> host;
+      ctx.on_attention_probs(layer_, host_view(ctx.arena.memory(), probs_, n_probs, host).data(), B, H_, Tn);
+    }
+    ctx.record(probs_name_, probs_, n_probs);
+    o_proj_->forward(be, y, C_, attn_out_, C_, N);
     ctx.record(name_, y, size_t(N) * C_);
   }
 
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
     const int N = B * Tn, C3 = 3 * C_;
+    Backend<T>& be = ctx.backend;
     T* dattn = ctx.arena.template alloc<T>(size_t(N) * C_);
-    o_proj_->backward(dattn, C_, dy, C_, attn_out_, C_, N);
+    o_proj_->backward(be, dattn, C_, dy, C_, attn_out_, C_, N);
     T* dqkv = ctx.arena.template alloc<T>(size_t(N) * C3);
-    T* scratch = ctx.arena.template alloc<T>(attention_scratch_size(Tn, thread_count()));
-    attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, probs_, qkv_score_, qkv_score_ + C_,
-                       qkv_score_ + 2 * C_, C3, window_, B, Tn, H_, D_, scale(), scratch);
-    if (sign_ste_) {
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        T* row = dqkv + size_t(n) * C3;
-        sign_ste_backward(row, row, qkv_pos_ + size_t(n) * C3, size_t(2 * C_), ste_clipped_);
-      }
-    }
+    T* scratch = ctx.arena.template alloc<T>(be.attention_scratch_size(Tn));
+    be.attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, probs_, qkv_score_, qkv_score_ + C_,
+                          qkv_score_ + 2 * C_, C3, window_, B, Tn, H_, D_, scale(), scratch);
+    if (sign_ste_) be.sign_ste_backward_rows(dqkv, C3, dqkv, C3, qkv_pos_, C3, N, 2 * C_, ste_clipped_);
     if (rope_) {
-      rope_backward(dqkv, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
-      rope_backward(dqkv + C_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+      be.rope_backward(dqkv, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
+      be.rope_backward(dqkv + C_, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
     }
     T* dqkv_proj = dqkv;
     if (canon_b_) {
@@ -134,23 +129,21 @@ class Attention final : public SequenceMixer<T> {
       canon_b_->backward(ctx, dqkv_proj, dqkv, B, Tn);
     }
     if (fused_qkv()) {
-      linear_backward(dx, C_, q_proj_->weight().grad(), static_cast<T*>(nullptr), dqkv_proj, C3, x_, C_,
-                      q_proj_->weight().value(), N, C_, C3);
+      be.linear_backward(dx, C_, q_proj_->weight().grad(), static_cast<T*>(nullptr), dqkv_proj, C3, x_, C_,
+                         q_proj_->weight().gemm_value(), N, C_, C3);
       return;
     }
     // x feeds q and v directly, and k through the key shift.
     T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
-    q_proj_->backward(dx, C_, dqkv_proj, C3, x_, C_, N);
-    v_proj_->backward(dtmp, C_, dqkv_proj + 2 * C_, C3, x_, C_, N);
-    for (size_t i = 0; i < size_t(N) * C_; i++) dx[i] += dtmp[i];
-    k_proj_->backward(dtmp, C_, dqkv_proj + C_, C3, xk_, C_, N);
-    if (key_shift_ > 0)
-      shift_add_backward(dx, dtmp, B, Tn, key_shift_);
-    else
-      for (size_t i = 0; i < size_t(N) * C_; i++) dx[i] += dtmp[i];
+    q_proj_->backward(be, dx, C_, dqkv_proj, C3, x_, C_, N);
+    v_proj_->backward(be, dtmp, C_, dqkv_proj + 2 * C_, C3, x_, C_, N);
+    be.add_into(dx, dtmp, size_t(N) * C_);
+    k_proj_->backward(be, dtmp, C_, dqkv_proj + C_, C3, xk_, C_, N);
+    if (key_shift_ > 0) be.shift_add_backward(dx, dtmp, B, Tn, C_, key_shift_);
+    else be.add_into(dx, dtmp, size_t(N) * C_);
   }
 
-  // Decoding with a KV cache: per sequence the keys and values so far (after Canon-B, positions and sign),
+  // Decoding with a KV cache, on the host (host memory only): per sequence the keys and values so far (after Canon-B, positions and sign),
   // the last `offset` inputs for the key shift and the Canon-B cache. Scores follow forward(): the same scale,
   // ALiBi slopes and window.
   struct State final : MixerDecodeState {
@@ -184,9 +177,9 @@ class Attention final : public SequenceMixer<T> {
         std::copy(seq.recent_inputs.begin() + C_, seq.recent_inputs.end(), seq.recent_inputs.begin());
         std::copy(xb, xb + C_, seq.recent_inputs.end() - C_);
       }
-      q_proj_->forward(qkv.data(), C3, xb, C_, 1);
-      k_proj_->forward(qkv.data() + C_, C3, xk.data(), C_, 1);
-      v_proj_->forward(qkv.data() + 2 * C_, C3, xb, C_, 1);
+      q_proj_->apply(qkv.data(), C3, xb, C_, 1);
+      k_proj_->apply(qkv.data() + C_, C3, xk.data(), C_, 1);
+      v_proj_->apply(qkv.data() + 2 * C_, C3, xb, C_, 1);
       if (canon_b_) canon_b_->step(mixed.data(), seq.canon_b, qkv.data());
       else mixed = qkv;
       if (rope_) {
@@ -219,7 +212,7 @@ class Attention final : public SequenceMixer<T> {
       }
     }
     s.t++;
-    o_proj_->forward(y, C_, out.data(), C_, B);
+    o_proj_->apply(y, C_, out.data(), C_, B);
   }
 
   int layer() const { return layer_; }
@@ -231,36 +224,6 @@ class Attention final : public SequenceMixer<T> {
   // Without a key shift q, k and v read the same input: one GEMM against the contiguous (3C, C) weights.
   bool fused_qkv() const {
     return key_shift_ == 0 && q_proj_->followed_in_memory_by(*k_proj_) && k_proj_->followed_in_memory_by(*v_proj_);
-  }
-
-  // xs[t] = x[t] + x[t - o] per sequence.  x, xs: (B, T, C)
-  void shift_add(T* xs, const T* x, int B, int Tn, int o) const {
-#pragma omp parallel for schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int t = 0; t < Tn; t++) {
-        const T* cur = x + (size_t(b) * Tn + t) * C_;
-        T* out = xs + (size_t(b) * Tn + t) * C_;
-        if (t >= o) {
-          const T* prev = cur - size_t(o) * C_;
-          for (int c = 0; c < C_; c++) out[c] = cur[c] + prev[c];
-        } else {
-          for (int c = 0; c < C_; c++) out[c] = cur[c];
-        }
-      }
-  }
-  // dx[t] += dxs[t] + dxs[t + o]
-  void shift_add_backward(T* dx, const T* dxs, int B, int Tn, int o) const {
-#pragma omp parallel for schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int t = 0; t < Tn; t++) {
-        T* out = dx + (size_t(b) * Tn + t) * C_;
-        const T* cur = dxs + (size_t(b) * Tn + t) * C_;
-        for (int c = 0; c < C_; c++) out[c] += cur[c];
-        if (t + o < Tn) {
-          const T* next = cur + size_t(o) * C_;
-          for (int c = 0; c < C_; c++) out[c] += next[c];
-        }
-      }
   }
 
   std::string name_, probs_name_;

@@ -52,11 +52,11 @@ class Block {
     T* y = a.template alloc<T>(n);
     mixer_->forward(ctx, y, h1c_, B, Tn);
     if (!mlp_) {
-      for (size_t i = 0; i < n; i++) out[i] = x[i] + y[i];
+      ctx.backend.add(out, x, y, n);
       return;
     }
     x_mid_ = a.template alloc<T>(n);
-    for (size_t i = 0; i < n; i++) x_mid_[i] = x[i] + y[i];
+    ctx.backend.add(x_mid_, x, y, n);
     h2_ = a.template alloc<T>(n);
     mlp_norm_->forward(ctx, h2_, x_mid_, B * Tn);
     h2c_ = h2_;
@@ -66,7 +66,7 @@ class Block {
     }
     T* y2 = a.template alloc<T>(n);  // not y: the trace keeps pointing at the mixer's output
     mlp_->forward(ctx, y2, h2c_, B, Tn);
-    for (size_t i = 0; i < n; i++) out[i] = x_mid_[i] + y2[i];
+    ctx.backend.add(out, x_mid_, y2, n);
   }
 
   // dout: (B, T, C) -> dx: (B, T, C) written
@@ -78,7 +78,7 @@ class Block {
     if (mlp_) {
       mlp_backward(ctx, dx_mid, dout, B, Tn);
     } else {
-      std::copy(dout, dout + n, dx_mid);
+      ctx.backend.copy(dx_mid, dout, n);
     }
     T* dh1c = a.template alloc<T>(n);
     mixer_->backward(ctx, dh1c, dx_mid, B, Tn);
@@ -87,8 +87,8 @@ class Block {
       dh1 = a.template alloc<T>(n);
       canon_a_->backward(ctx, dh1, dh1c, B, Tn);
     }
-    attn_norm_->backward(dx, dh1, B * Tn);
-    for (size_t i = 0; i < n; i++) dx[i] += dx_mid[i];
+    attn_norm_->backward(ctx, dx, dh1, B * Tn);
+    ctx.backend.add_into(dx, dx_mid, n);
     a.release(temporaries);
   }
 
@@ -104,8 +104,8 @@ class Block {
       dh2 = a.template alloc<T>(n);
       canon_c_->backward(ctx, dh2, dh2c, B, Tn);
     }
-    mlp_norm_->backward(dx_mid, dh2, B * Tn);
-    for (size_t i = 0; i < n; i++) dx_mid[i] += dout[i];
+    mlp_norm_->backward(ctx, dx_mid, dh2, B * Tn);
+    ctx.backend.add_into(dx_mid, dout, n);
   }
 
   int C_;

@@ -10,7 +10,6 @@
 
 #include "config/run_config.h"
 #include "engine/ops/activation/activation.h"
-#include "engine/ops/canon_conv/fast.h"
 #include "engine/ops/canon_conv/naive.h"
 #include "engine/params.h"
 #include "nn/context.h"
@@ -44,16 +43,17 @@ class CanonLayer {
   // in: (B, T, C) -> out: (B, T, C). `in` must stay alive until backward.
   void forward(StepContext<T>& ctx, T* out, const T* in, int B, int Tn) {
     const size_t n = size_t(B) * Tn * channels_;
+    Backend<T>& be = ctx.backend;
     in_ = in;
     // conv -> act -> norm, each stage kept for backward when it is not the last.
     conv_out_ = ctx.arena.template alloc<T>(n);
-    canon_conv_forward(conv_out_, in, weight_.value(), B, Tn, channels_, kernel_, groups_);
+    be.canon_conv_forward(conv_out_, in, weight_.value(), B, Tn, channels_, kernel_, groups_);
     const T* branch = conv_out_;
     act_out_ = conv_out_;
     if (activation_ != Activation::none) {
       act_out_ = ctx.arena.template alloc<T>(n);
-      if (activation_ == Activation::silu) silu_forward(act_out_, conv_out_, n);
-      else elu_forward(act_out_, conv_out_, n);
+      if (activation_ == Activation::silu) be.silu_forward(act_out_, conv_out_, n);
+      else be.elu_forward(act_out_, conv_out_, n);
       branch = act_out_;
     }
     if (norm_) {
@@ -61,14 +61,12 @@ class CanonLayer {
       norm_->forward(ctx, normed, act_out_, B * Tn);
       branch = normed;
     }
-    if (residual_)
-      for (size_t i = 0; i < n; i++) out[i] = in[i] + branch[i];
-    else
-      std::copy(branch, branch + n, out);
+    if (residual_) be.add(out, in, branch, n);
+    else be.copy(out, branch, n);
     ctx.record(name_, out, n);
   }
 
-  // Decoding one sequence: cache (K, C) holds the last K inputs, newest last; in_t, out_t: (C).
+  // Decoding one sequence, on the host: cache (K, C) holds the last K inputs, newest last; in_t, out_t: (C).
   std::vector<T> new_cache() const { return std::vector<T>(size_t(kernel_) * channels_, T(0)); }
   void step(T* out_t, std::vector<T>& cache, const T* in_t) const {
     const int C = channels_;
@@ -87,21 +85,21 @@ class CanonLayer {
   // dout: (B, T, C) -> din: (B, T, C) written. Uses ctx.arena for temporaries.
   void backward(StepContext<T>& ctx, T* din, const T* dout, int B, int Tn) {
     const size_t n = size_t(B) * Tn * channels_;
+    Backend<T>& be = ctx.backend;
     const T* dbranch = dout;
     if (norm_) {
       T* dact = ctx.arena.template alloc<T>(n);
-      norm_->backward(dact, dbranch, B * Tn);
+      norm_->backward(ctx, dact, dbranch, B * Tn);
       dbranch = dact;
     }
     if (activation_ != Activation::none) {
       T* dconv = ctx.arena.template alloc<T>(n);
-      if (activation_ == Activation::silu) silu_backward(dconv, dbranch, conv_out_, n);
-      else elu_backward(dconv, dbranch, conv_out_, n);
+      if (activation_ == Activation::silu) be.silu_backward(dconv, dbranch, conv_out_, n);
+      else be.elu_backward(dconv, dbranch, conv_out_, n);
       dbranch = dconv;
     }
-    canon_conv_backward(din, weight_.grad(), dbranch, in_, weight_.value(), B, Tn, channels_, kernel_, groups_);
-    if (residual_)
-      for (size_t i = 0; i < n; i++) din[i] += dout[i];
+    be.canon_conv_backward(din, weight_.grad(), dbranch, in_, weight_.value(), B, Tn, channels_, kernel_, groups_);
+    if (residual_) be.add_into(din, dout, n);
   }
 
  private:

@@ -13,7 +13,7 @@
 
 #include "config/model_shapes.h"
 #include "engine/ops/activation/activation.h"
-#include "engine/ops/delta_rule/chunked.h"
+#include "engine/ops/delta_rule/inputs.h"
 #include "engine/ops/delta_rule/naive.h"
 #include "nn/gated_output.h"
 #include "nn/mixer.h"
@@ -40,8 +40,9 @@ class DeltaNetMixer final : public SequenceMixer<T> {
   }
 
   void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) override {
-    const int N = B * Tn, W = inputs_->width();
+    const int N = B * Tn;
     Arena& a = ctx.arena;
+    Backend<T>& be = ctx.backend;
     x_ = x;
     qkv_ = inputs_->forward(ctx, x, B, Tn);
     q_ = a.template alloc<T>(size_t(N) * Kd_);
@@ -50,40 +51,25 @@ class DeltaNetMixer final : public SequenceMixer<T> {
     q_rstd_ = a.template alloc<T>(size_t(N) * H_);
     k_rstd_ = a.template alloc<T>(size_t(N) * H_);
     beta_logit_ = a.template alloc<T>(size_t(N) * H_);
-    b_proj_->forward(beta_logit_, H_, x, C_, N);
+    b_proj_->forward(be, beta_logit_, H_, x, C_, N);
     beta_ = a.template alloc<T>(size_t(N) * H_);
     g_ = nullptr;
+    a_logit_ = nullptr;
     if (gated_) {
       a_logit_ = a.template alloc<T>(size_t(N) * H_);
-      a_proj_->forward(a_logit_, H_, x, C_, N);
+      a_proj_->forward(be, a_logit_, H_, x, C_, N);
       g_ = a.template alloc<T>(size_t(N) * H_);
     }
     // per token: l2norm(q), l2norm(k), v, β and the decay g
-    {
-      const int Kd = Kd_, Vd = Vd_, H = H_;
-      const T* qkv = qkv_;
-      const T* beta_logit = beta_logit_;
-      const T* a_logit = a_logit_;
-      T *q = q_, *k = k_, *v = v_, *q_rstd = q_rstd_, *k_rstd = k_rstd_, *beta = beta_, *g = g_;
-      const T bs = T(beta_scale_);
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        const T* row = qkv + size_t(n) * W;
-        l2norm_row(q + size_t(n) * Kd, q_rstd + size_t(n) * H, row);
-        l2norm_row(k + size_t(n) * Kd, k_rstd + size_t(n) * H, row + Kd);
-        std::copy(row + 2 * Kd, row + W, v + size_t(n) * Vd);
-        for (int h = 0; h < H; h++) beta[size_t(n) * H + h] = bs * sigmoid(beta_logit[size_t(n) * H + h]);
-        if (g)
-          for (int h = 0; h < H; h++) g[size_t(n) * H + h] = decay(a_logit[size_t(n) * H + h], h);
-      }
-    }
+    be.delta_inputs_forward(q_, k_, v_, q_rstd_, k_rstd_, beta_, g_, qkv_, beta_logit_, a_logit_,
+                            gated_ ? A_log_.value() : nullptr, gated_ ? dt_bias_.value() : nullptr, N, H_, K_, Vd_,
+                            beta_scale_);
     o_ = a.template alloc<T>(size_t(N) * Vd_);
     if (naive_) {
-      delta_rule_forward_naive(o_, q_, k_, v_, beta_, static_cast<const T*>(g_), B, Tn, H_, K_, V_, scale());
+      be.delta_rule_forward_naive(o_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
     } else {
-      states_ = a.template alloc<T>(delta_rule_states_size(B, Tn, H_, K_, V_, chunk_));
-      delta_rule_forward_chunked(o_, states_, q_, k_, v_, beta_, static_cast<const T*>(g_), B, Tn, H_, K_, V_, scale(),
-                                 chunk_);
+      states_ = a.template alloc<T>(be.delta_rule_states_size(B, Tn, H_, K_, V_, chunk_));
+      be.delta_rule_forward_chunked(o_, states_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale(), chunk_);
     }
     output_->forward(ctx, y, o_, x, N);
     ctx.record(name_, y, size_t(N) * C_);
@@ -92,7 +78,8 @@ class DeltaNetMixer final : public SequenceMixer<T> {
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
     const int N = B * Tn, W = inputs_->width();
     Arena& a = ctx.arena;
-    row_ops::fill_zero(dx, size_t(N) * C_);
+    Backend<T>& be = ctx.backend;
+    be.fill_zero(dx, size_t(N) * C_);
     T* do_ = a.template alloc<T>(size_t(N) * Vd_);
     output_->backward(ctx, do_, dx, dy, N);
     T* dq = a.template alloc<T>(size_t(N) * Kd_);
@@ -101,64 +88,30 @@ class DeltaNetMixer final : public SequenceMixer<T> {
     T* dbeta = a.template alloc<T>(size_t(N) * H_);
     T* dg = gated_ ? a.template alloc<T>(size_t(N) * H_) : nullptr;
     if (naive_)
-      delta_rule_backward_naive(dq, dk, dv, dbeta, dg, do_, q_, k_, v_, beta_, static_cast<const T*>(g_), B, Tn, H_,
-                                K_, V_, scale());
+      be.delta_rule_backward_naive(dq, dk, dv, dbeta, dg, do_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
     else
-      delta_rule_backward_chunked(dq, dk, dv, dbeta, dg, do_, states_, q_, k_, v_, beta_, static_cast<const T*>(g_), B,
-                                  Tn, H_, K_, V_, scale(), chunk_);
+      be.delta_rule_backward_chunked(dq, dk, dv, dbeta, dg, do_, states_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_,
+                                     scale(), chunk_);
     T* dtmp = a.template alloc<T>(size_t(N) * C_);
     // β = c · sigmoid(l)
     T* dlogit = a.template alloc<T>(size_t(N) * H_);
-    {
-      const T* beta_logit = beta_logit_;
-      const T bs = T(beta_scale_);
-      const size_t n = size_t(N) * H_;
-#pragma omp parallel for schedule(static)
-      for (size_t i = 0; i < n; i++) {
-        const T s = sigmoid(beta_logit[i]);
-        dlogit[i] = dbeta[i] * bs * s * (T(1) - s);
-      }
-    }
-    b_proj_->backward(dtmp, C_, dlogit, H_, x_, C_, N);
-    row_ops::add_into(dx, dtmp, size_t(N) * C_);
+    be.delta_beta_backward(dlogit, dbeta, beta_logit_, size_t(N) * H_, beta_scale_);
+    b_proj_->backward(be, dtmp, C_, dlogit, H_, x_, C_, N);
+    be.add_into(dx, dtmp, size_t(N) * C_);
     if (gated_) {
-      // g = −exp(A_log) · softplus(u), u = a + dt_bias:  ∂g/∂A_log = g,  ∂g/∂u = −exp(A_log) · sigmoid(u)
-      // deterministic row-block sums: acc[h] = dA_log, acc[H + h] = ddt_bias
       T* du = dlogit;  // reuse: (N, H)
-      const int H = H_;
-      std::vector<double> sums(size_t(2) * H, 0.0), negA(H);
-      for (int h = 0; h < H; h++) negA[h] = -std::exp(double(A_log_.value()[h]));
-      const T *a_logit = a_logit_, *g = g_, *dt_bias = dt_bias_.value();
-      row_ops::row_block_sums(sums.data(), 2 * H, N, [&](int n, double* acc) {
-        for (int h = 0; h < H; h++) {
-          const size_t i = size_t(n) * H + h;
-          const double u = double(a_logit[i]) + double(dt_bias[h]);
-          const double d = double(dg[i]) * negA[h] / (1.0 + std::exp(-u));
-          acc[h] += double(dg[i]) * double(g[i]);
-          acc[H + h] += d;
-          du[i] = T(d);
-        }
-      });
-      for (int h = 0; h < H; h++) A_log_.grad()[h] += T(sums[h]), dt_bias_.grad()[h] += T(sums[H + h]);
-      a_proj_->backward(dtmp, C_, du, H_, x_, C_, N);
-      row_ops::add_into(dx, dtmp, size_t(N) * C_);
+      be.delta_decay_backward(du, A_log_.grad(), dt_bias_.grad(), dg, a_logit_, g_, A_log_.value(), dt_bias_.value(),
+                              N, H_);
+      a_proj_->backward(be, dtmp, C_, du, H_, x_, C_, N);
+      be.add_into(dx, dtmp, size_t(N) * C_);
     }
     T* dqkv = a.template alloc<T>(size_t(N) * W);
-    {
-      const int Kd = Kd_, Vd = Vd_, H = H_;
-      const T *q = q_, *k = k_, *q_rstd = q_rstd_, *k_rstd = k_rstd_;
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        T* drow = dqkv + size_t(n) * W;
-        l2norm_row_backward(drow, dq + size_t(n) * Kd, q + size_t(n) * Kd, q_rstd + size_t(n) * H);
-        l2norm_row_backward(drow + Kd, dk + size_t(n) * Kd, k + size_t(n) * Kd, k_rstd + size_t(n) * H);
-        std::copy(dv + size_t(n) * Vd, dv + size_t(n + 1) * Vd, drow + 2 * Kd);
-      }
-    }
+    be.delta_inputs_backward(dqkv, dq, dk, dv, q_, k_, q_rstd_, k_rstd_, N, H_, K_, Vd_);
     inputs_->backward(ctx, dtmp, dqkv, B, Tn);
-    row_ops::add_into(dx, dtmp, size_t(N) * C_);
+    be.add_into(dx, dtmp, size_t(N) * C_);
   }
 
+  // Decoding on the host (host memory only).
   using State = LinearAttentionDecodeState<T>;
   std::unique_ptr<MixerDecodeState> start_decode(int B) const override {
     return std::make_unique<State>(*inputs_, B, size_t(H_) * K_ * V_);
@@ -170,13 +123,13 @@ class DeltaNetMixer final : public SequenceMixer<T> {
     for (int b = 0; b < B; b++) {
       const T* xb = x + size_t(b) * C_;
       inputs_->step(qkv.data(), s.inputs[b], xb);
-      l2norm_row(q.data(), rstd.data(), qkv.data());
-      l2norm_row(k.data(), rstd.data(), qkv.data() + Kd_);
-      b_proj_->forward(bl.data(), H_, xb, C_, 1);
+      delta_inputs_detail::l2norm_row(q.data(), rstd.data(), qkv.data(), H_, K_);
+      delta_inputs_detail::l2norm_row(k.data(), rstd.data(), qkv.data() + Kd_, H_, K_);
+      b_proj_->apply(bl.data(), H_, xb, C_, 1);
       for (int h = 0; h < H_; h++) beta[h] = T(beta_scale_) * sigmoid(bl[h]);  // as in forward
       if (gated_) {
-        a_proj_->forward(al.data(), H_, xb, C_, 1);
-        for (int h = 0; h < H_; h++) g[h] = decay(al[h], h);
+        a_proj_->apply(al.data(), H_, xb, C_, 1);
+        for (int h = 0; h < H_; h++) g[h] = delta_decay(al[h], A_log_.value()[h], dt_bias_.value()[h]);
       }
       delta_rule_step(o.data() + size_t(b) * Vd_, s.S.data() + size_t(b) * H_ * K_ * V_, q.data(), k.data(),
                       qkv.data() + 2 * Kd_, beta.data(), gated_ ? static_cast<const T*>(g.data()) : nullptr, H_, K_, V_,
@@ -187,34 +140,6 @@ class DeltaNetMixer final : public SequenceMixer<T> {
 
  private:
   T scale() const { return T(1.0 / std::sqrt(double(K_))); }
-  T decay(T a_logit, int h) const {
-    const double u = double(a_logit) + double(dt_bias_.value()[h]);
-    return T(-std::exp(double(A_log_.value()[h])) * softplus(u));
-  }
-  // One token's H heads of K: y = x / sqrt(Σx² + 1e-6) per head.
-  // The sums in double lanes, the elementwise products in T.
-  void l2norm_row(T* y, T* rstd, const T* x) const {
-    const int K = K_;
-    for (int h = 0; h < H_; h++) {
-      const T* xh = x + h * K;
-      T* yh = y + h * K;
-      const double ss = row_ops::dot_d(xh, xh, K);
-      const T r = T(1.0 / std::sqrt(ss + 1e-6));
-      rstd[h] = r;
-      for (int c = 0; c < K; c++) yh[c] = xh[c] * r;
-    }
-  }
-  // dx = r · (dy − y · Σ dy ⊙ y)
-  void l2norm_row_backward(T* dx, const T* dy, const T* y, const T* rstd) const {
-    const int K = K_;
-    for (int h = 0; h < H_; h++) {
-      const T* dyh = dy + h * K;
-      const T* yh = y + h * K;
-      T* dxh = dx + h * K;
-      const T dot = T(row_ops::dot_d(dyh, yh, K)), r = rstd[h];
-      for (int c = 0; c < K; c++) dxh[c] = r * (dyh[c] - yh[c] * dot);
-    }
-  }
 
   std::string name_;
   int C_, H_, chunk_;

@@ -8,6 +8,7 @@
 
 #include "config/run_config.h"
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "nn/context.h"
 #include "nn/linear.h"
 
 namespace canonlab {
@@ -25,40 +26,42 @@ class GatedOutput {
 
   // o: (N, Vd) heads of V, x: (N, C) the mixer input (for the gate) -> y: (N, C). o and x stay alive until backward.
   void forward(StepContext<T>& ctx, T* y, const T* o, const T* x, int N) {
+    Backend<T>& be = ctx.backend;
     o_ = o;
     x_ = x;
     gate_ = nullptr;
     if (g_proj_) {
       gate_ = ctx.arena.template alloc<T>(size_t(N) * Vd_);
-      g_proj_->forward(gate_, Vd_, x, C_, N);
+      g_proj_->forward(be, gate_, Vd_, x, C_, N);
     }
     rstd_ = ctx.arena.template alloc<T>(size_t(N) * H_);
     normed_ = ctx.arena.template alloc<T>(size_t(N) * Vd_);
-    gated_rmsnorm_forward(normed_, rstd_, o, gate_, norm_w_.value(), N, H_, V_, V_, eps_, GateOrder::norm_then_gate);
-    o_proj_->forward(y, C_, normed_, Vd_, N);
+    be.gated_rmsnorm_forward(normed_, rstd_, o, gate_, norm_w_.value(), N, H_, V_, V_, eps_, GateOrder::norm_then_gate);
+    o_proj_->forward(be, y, C_, normed_, Vd_, N);
   }
 
   // dy: (N, C) -> do_: (N, Vd) written; the gate's gradient is ADDED to dx: (N, C).
   void backward(StepContext<T>& ctx, T* do_, T* dx, const T* dy, int N) {
+    Backend<T>& be = ctx.backend;
     T* dnormed = ctx.arena.template alloc<T>(size_t(N) * Vd_);
-    o_proj_->backward(dnormed, Vd_, dy, C_, normed_, Vd_, N);
+    o_proj_->backward(be, dnormed, Vd_, dy, C_, normed_, Vd_, N);
     T* dgate = g_proj_ ? ctx.arena.template alloc<T>(size_t(N) * Vd_) : nullptr;
-    gated_rmsnorm_backward(do_, dgate, norm_w_.grad(), dnormed, o_, gate_, norm_w_.value(), rstd_, N, H_, V_, V_,
-                           GateOrder::norm_then_gate);
+    be.gated_rmsnorm_backward(do_, dgate, norm_w_.grad(), dnormed, o_, gate_, norm_w_.value(), rstd_, N, H_, V_, V_,
+                              GateOrder::norm_then_gate);
     if (g_proj_) {
       T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
-      g_proj_->backward(dtmp, C_, dgate, Vd_, x_, C_, N);
-      row_ops::add_into(dx, dtmp, size_t(N) * C_);
+      g_proj_->backward(be, dtmp, C_, dgate, Vd_, x_, C_, N);
+      be.add_into(dx, dtmp, size_t(N) * C_);
     }
   }
 
-  // Decoding, N rows at once without saving: o: (N, Vd), x: (N, C) -> y: (N, C).
+  // Decoding on the host, N rows at once without saving: o: (N, Vd), x: (N, C) -> y: (N, C).
   void apply(T* y, const T* o, const T* x, int N) const {
     std::vector<T> gate(g_proj_ ? size_t(N) * Vd_ : 0), rstd(size_t(N) * H_), normed(size_t(N) * Vd_);
-    if (g_proj_) g_proj_->forward(gate.data(), Vd_, x, C_, N);
-    gated_rmsnorm_forward(normed.data(), rstd.data(), o, g_proj_ ? gate.data() : static_cast<const T*>(nullptr),
-                          norm_w_.value(), N, H_, V_, V_, eps_, GateOrder::norm_then_gate);
-    o_proj_->forward(y, C_, normed.data(), Vd_, N);
+    if (g_proj_) g_proj_->apply(gate.data(), Vd_, x, C_, N);
+    canonlab::gated_rmsnorm_forward(normed.data(), rstd.data(), o, g_proj_ ? gate.data() : static_cast<const T*>(nullptr),
+                                    norm_w_.value(), N, H_, V_, V_, eps_, GateOrder::norm_then_gate);
+    o_proj_->apply(y, C_, normed.data(), Vd_, N);
   }
 
  private:

@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "config/model_shapes.h"
-#include "engine/ops/gla/chunked.h"
+#include "engine/ops/gla/gates.h"
 #include "engine/ops/gla/naive.h"
 #include "nn/gated_output.h"
 #include "nn/mixer.h"
 #include "nn/qkv_inputs.h"
 
 namespace canonlab {
-
-enum class FeatureMap { none, elu_plus_one, relu, silu };
 
 template <class T>
 class GlaMixer final : public SequenceMixer<T> {
@@ -42,58 +40,27 @@ class GlaMixer final : public SequenceMixer<T> {
   }
 
   void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) override {
-    const int N = B * Tn, W = inputs_->width();
+    const int N = B * Tn;
     Arena& a = ctx.arena;
+    Backend<T>& be = ctx.backend;
     x_ = x;
     qkv_ = inputs_->forward(ctx, x, B, Tn);
     q_ = a.template alloc<T>(size_t(N) * Kd_);
     k_ = a.template alloc<T>(size_t(N) * Kd_);
     v_ = a.template alloc<T>(size_t(N) * Vd_);
-    {
-      const int Kd = Kd_, Vd = Vd_;
-      const T* qkv = qkv_;
-      T *q = q_, *k = k_, *v = v_;
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        const T* row = qkv + size_t(n) * W;
-        T* qr = q + size_t(n) * Kd;
-        T* kr = k + size_t(n) * Kd;
-        switch (feature_map_) {  // hoisted so that each case's loop vectorises
-          case FeatureMap::none:
-            std::copy(row, row + Kd, qr), std::copy(row + Kd, row + 2 * Kd, kr);
-            break;
-          case FeatureMap::elu_plus_one:
-            for (int c = 0; c < Kd; c++) qr[c] = elu_plus_one(row[c]), kr[c] = elu_plus_one(row[Kd + c]);
-            break;
-          case FeatureMap::relu:
-            for (int c = 0; c < Kd; c++) qr[c] = row[c] > T(0) ? row[c] : T(0), kr[c] = row[Kd + c] > T(0) ? row[Kd + c] : T(0);
-            break;
-          case FeatureMap::silu:
-            for (int c = 0; c < Kd; c++)
-              qr[c] = row[c] * sigmoid(row[c]), kr[c] = row[Kd + c] * sigmoid(row[Kd + c]);
-            break;
-        }
-        std::copy(row + 2 * Kd, row + W, v + size_t(n) * Vd);
-      }
-    }
+    be.gla_feature_forward(q_, k_, v_, qkv_, N, Kd_, Vd_, feature_map_);
     gk_low_ = a.template alloc<T>(size_t(N) * rank_);
-    gk_down_->forward(gk_low_, rank_, x, C_, N);
+    gk_down_->forward(be, gk_low_, rank_, x, C_, N);
     gk_logit_ = a.template alloc<T>(size_t(N) * Kd_);
-    gk_up_->forward(gk_logit_, Kd_, gk_low_, rank_, N);
+    gk_up_->forward(be, gk_logit_, Kd_, gk_low_, rank_, N);
     gk_ = a.template alloc<T>(size_t(N) * Kd_);
-    {
-      const T* logit = gk_logit_;
-      T* gk = gk_;
-      const size_t n = size_t(N) * Kd_;
-#pragma omp parallel for schedule(static)
-      for (size_t i = 0; i < n; i++) gk[i] = forget_gate(logit[i]);
-    }
+    be.gla_gate_forward(gk_, gk_logit_, size_t(N) * Kd_, normalizer_, clamp_min_);
     o_ = a.template alloc<T>(size_t(N) * Vd_);
     if (naive_) {
-      gla_forward_naive(o_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
+      be.gla_forward_naive(o_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
     } else {
-      states_ = a.template alloc<T>(gla_states_size(B, Tn, H_, K_, V_, chunk_));
-      gla_forward_chunked(o_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
+      states_ = a.template alloc<T>(be.gla_states_size(B, Tn, H_, K_, V_, chunk_));
+      be.gla_forward_chunked(o_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
     }
     output_->forward(ctx, y, o_, x, N);
     ctx.record(name_, y, size_t(N) * C_);
@@ -102,7 +69,8 @@ class GlaMixer final : public SequenceMixer<T> {
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
     const int N = B * Tn, W = inputs_->width();
     Arena& a = ctx.arena;
-    row_ops::fill_zero(dx, size_t(N) * C_);
+    Backend<T>& be = ctx.backend;
+    be.fill_zero(dx, size_t(N) * C_);
     T* do_ = a.template alloc<T>(size_t(N) * Vd_);
     output_->backward(ctx, do_, dx, dy, N);
     T* dq = a.template alloc<T>(size_t(N) * Kd_);
@@ -110,57 +78,25 @@ class GlaMixer final : public SequenceMixer<T> {
     T* dv = a.template alloc<T>(size_t(N) * Vd_);
     T* dg = a.template alloc<T>(size_t(N) * Kd_);
     if (naive_)
-      gla_backward_naive(dq, dk, dv, dg, do_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
+      be.gla_backward_naive(dq, dk, dv, dg, do_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
     else
-      gla_backward_chunked(dq, dk, dv, dg, do_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
+      be.gla_backward_chunked(dq, dk, dv, dg, do_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
     // gate: gk = clamp(logsigmoid(l) / normalizer)
     T* dlogit = a.template alloc<T>(size_t(N) * Kd_);
-    {
-      const T* logit = gk_logit_;
-      const size_t n = size_t(N) * Kd_;
-      const T inv_norm = T(1.0 / normalizer_);
-      if (clamp_min_ < 0) {
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-          const bool clamped = gate_unclamped(logit[i]) < clamp_min_;  // the forward's decision, bit for bit
-          dlogit[i] = clamped ? T(0) : dg[i] * inv_norm * sigmoid(-logit[i]);
-        }
-      } else {
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) dlogit[i] = dg[i] * inv_norm * sigmoid(-logit[i]);  // d logsigmoid
-      }
-    }
+    be.gla_gate_backward(dlogit, dg, gk_logit_, size_t(N) * Kd_, normalizer_, clamp_min_);
     T* dlow = a.template alloc<T>(size_t(N) * rank_);
-    gk_up_->backward(dlow, rank_, dlogit, Kd_, gk_low_, rank_, N);
+    gk_up_->backward(be, dlow, rank_, dlogit, Kd_, gk_low_, rank_, N);
     T* dtmp = a.template alloc<T>(size_t(N) * C_);
-    gk_down_->backward(dtmp, C_, dlow, rank_, x_, C_, N);
-    row_ops::add_into(dx, dtmp, size_t(N) * C_);
+    gk_down_->backward(be, dtmp, C_, dlow, rank_, x_, C_, N);
+    be.add_into(dx, dtmp, size_t(N) * C_);
     // feature maps back onto the q|k|v buffer
     T* dqkv = a.template alloc<T>(size_t(N) * W);
-    {
-      const int Kd = Kd_, Vd = Vd_;
-      const T* qkv = qkv_;
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        const T* row = qkv + size_t(n) * W;
-        T* drow = dqkv + size_t(n) * W;
-        const T* dqr = dq + size_t(n) * Kd;
-        const T* dkr = dk + size_t(n) * Kd;
-        switch (feature_map_) {
-          case FeatureMap::none:
-            std::copy(dqr, dqr + Kd, drow), std::copy(dkr, dkr + Kd, drow + Kd);
-            break;
-          default:
-            for (int c = 0; c < Kd; c++) drow[c] = dqr[c] * feature_grad(row[c]);
-            for (int c = 0; c < Kd; c++) drow[Kd + c] = dkr[c] * feature_grad(row[Kd + c]);
-        }
-        std::copy(dv + size_t(n) * Vd, dv + size_t(n + 1) * Vd, drow + 2 * Kd);
-      }
-    }
+    be.gla_feature_backward(dqkv, dq, dk, dv, qkv_, N, Kd_, Vd_, feature_map_);
     inputs_->backward(ctx, dtmp, dqkv, B, Tn);
-    row_ops::add_into(dx, dtmp, size_t(N) * C_);
+    be.add_into(dx, dtmp, size_t(N) * C_);
   }
 
+  // Decoding on the host (host memory only).
   using State = LinearAttentionDecodeState<T>;
   std::unique_ptr<MixerDecodeState> start_decode(int B) const override {
     return std::make_unique<State>(*inputs_, B, size_t(H_) * K_ * V_);
@@ -172,10 +108,11 @@ class GlaMixer final : public SequenceMixer<T> {
     for (int b = 0; b < B; b++) {
       const T* xb = x + size_t(b) * C_;
       inputs_->step(qkv.data(), s.inputs[b], xb);
-      for (int c = 0; c < Kd_; c++) q[c] = feature(qkv[c]), k[c] = feature(qkv[Kd_ + c]);
-      gk_down_->forward(low.data(), rank_, xb, C_, 1);
-      gk_up_->forward(logit.data(), Kd_, low.data(), rank_, 1);
-      for (int c = 0; c < Kd_; c++) g[c] = forget_gate(logit[c]);
+      for (int c = 0; c < Kd_; c++)
+        q[c] = gla_feature(qkv[c], feature_map_), k[c] = gla_feature(qkv[Kd_ + c], feature_map_);
+      gk_down_->apply(low.data(), rank_, xb, C_, 1);
+      gk_up_->apply(logit.data(), Kd_, low.data(), rank_, 1);
+      for (int c = 0; c < Kd_; c++) g[c] = gla_forget_gate(logit[c], normalizer_, clamp_min_);
       gla_step(o.data() + size_t(b) * Vd_, s.S.data() + size_t(b) * H_ * K_ * V_, q.data(), k.data(),
                qkv.data() + 2 * Kd_, g.data(), H_, K_, V_, scale());
     }
@@ -184,52 +121,6 @@ class GlaMixer final : public SequenceMixer<T> {
 
  private:
   T scale() const { return T(1.0 / std::sqrt(double(K_))); }
-  // logsigmoid(l) = min(l, 0) − log1p(e^−|l|). double (gradient checks): libm. float: vectorisable, with
-  // log1p(e) = 2·atanh(s), s = e / (2 + e) ∈ (0, 1/3], by its odd series to s^15 (truncation < 2e−9 relative)
-  // and vec_exp (which saturates at e^−87, where log1p(e) ≈ e is far below float resolution of the sum).
-  static double log_sigmoid(double l) { return std::min(l, 0.0) - std::log1p(std::exp(-std::abs(l))); }
-  static float log_sigmoid(float l) {
-    const float a = l < 0.0f ? -l : l;
-    const float e = vec_exp(-a);
-    const float s = e / (2.0f + e), s2 = s * s;
-    float p = 1.0f / 15;
-    p = p * s2 + 1.0f / 13;
-    p = p * s2 + 1.0f / 11;
-    p = p * s2 + 1.0f / 9;
-    p = p * s2 + 1.0f / 7;
-    p = p * s2 + 1.0f / 5;
-    p = p * s2 + 1.0f / 3;
-    p = p * s2 + 1.0f;
-    return (l < 0.0f ? l : 0.0f) - 2.0f * s * p;
-  }
-  // logsigmoid(l) / normalizer before the clamp (float: in float; double: in double)
-  T gate_unclamped(T logit) const { return T(log_sigmoid(logit) / T(normalizer_)); }
-  T forget_gate(T logit) const {
-    const T g = gate_unclamped(logit);
-    return clamp_min_ < 0 && g < clamp_min_ ? T(clamp_min_) : g;
-  }
-  static T elu_plus_one(T u) { return u > 0 ? u + T(1) : vec_exp(u); }
-  T feature(T u) const {
-    switch (feature_map_) {
-      case FeatureMap::none: return u;
-      case FeatureMap::elu_plus_one: return elu_plus_one(u);
-      case FeatureMap::relu: return u > 0 ? u : T(0);
-      case FeatureMap::silu: return u * sigmoid(u);
-    }
-    return u;
-  }
-  T feature_grad(T u) const {
-    switch (feature_map_) {
-      case FeatureMap::none: return T(1);
-      case FeatureMap::elu_plus_one: return u > 0 ? T(1) : vec_exp(u);
-      case FeatureMap::relu: return u > 0 ? T(1) : T(0);
-      case FeatureMap::silu: {
-        const T s = sigmoid(u);
-        return s * (T(1) + u * (T(1) - s));
-      }
-    }
-    return T(1);
-  }
 
   std::string name_;
   int C_, H_, chunk_;

@@ -1,11 +1,13 @@
 #pragma once
 // y = x W^T + b, with W in PyTorch layout (out, in). Stateless between forward and backward: the caller
-// passes x again, so fused buffers (q|k|v columns) can be fed in with row strides.
+// passes x again, so fused buffers (q|k|v columns) can be fed in with row strides. The GEMM reads the weight's
+// gemm_value() (the bf16 shadow under bf16 precision); the gradient goes to the fp32 master.
 #include <optional>
 #include <string>
 
 #include "engine/ops/linear/fast.h"
 #include "engine/params.h"
+#include "nn/context.h"
 
 namespace canonlab {
 
@@ -20,13 +22,18 @@ class Linear {
   }
 
   // x: (N, in) rows of stride ldx -> y: (N, out) rows of stride ldy
-  void forward(T* y, int ldy, const T* x, int ldx, int N) const {
-    linear_forward(y, ldy, x, ldx, weight_.value(), bias_ ? bias_->value() : nullptr, N, in_, out_);
+  void forward(Backend<T>& backend, T* y, int ldy, const T* x, int ldx, int N) const {
+    backend.linear_forward(y, ldy, x, ldx, weight_.gemm_value(), bias_ ? bias_->value() : nullptr, N, in_, out_);
   }
   // dy: (N, out) -> dx: (N, in) written (skipped when dx is null); dW, db accumulate.
-  void backward(T* dx, int lddx, const T* dy, int lddy, const T* x, int ldx, int N) const {
-    linear_backward(dx, lddx, weight_.grad(), bias_ ? bias_->grad() : nullptr, dy, lddy, x, ldx, weight_.value(), N,
-                    in_, out_);
+  void backward(Backend<T>& backend, T* dx, int lddx, const T* dy, int lddy, const T* x, int ldx, int N) const {
+    backend.linear_backward(dx, lddx, weight_.grad(), bias_ ? bias_->grad() : nullptr, dy, lddy, x, ldx,
+                            weight_.gemm_value(), N, in_, out_);
+  }
+
+  // Token-by-token decoding (SequenceMixer::decode_step) runs on the host with the fp32 weights: host memory only.
+  void apply(T* y, int ldy, const T* x, int ldx, int N) const {
+    canonlab::linear_forward(y, ldy, x, ldx, weight_.value(), bias_ ? bias_->value() : nullptr, N, in_, out_);
   }
 
   // Projections registered one after another without biases share one (sum of outs, in) weight block, so

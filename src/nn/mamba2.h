@@ -13,7 +13,6 @@
 #include "config/model_shapes.h"
 #include "engine/ops/activation/activation.h"
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
-#include "engine/ops/ssd/chunked.h"
 #include "engine/ops/ssd/naive.h"
 #include "nn/canon.h"
 #include "nn/linear.h"
@@ -48,28 +47,29 @@ class Mamba2Mixer final : public SequenceMixer<T> {
   // Mimetic init (Trockman et al. 2024), our reading of the Canon paper's ablation: decay close to 1 (A = −1/8),
   // dt close to 1 (dt_bias = 0.54), the C projection equal to the B projection (so C_t·B_s is an attention-like
   // x_t W_Bᵀ W_B x_s) and conv1d close to the identity (last tap 1, the rest 0, bias 0).
-  void after_init() override {
+  void after_init(std::span<T> values) override {
     if (!mimetic_) return;
-    for (int h = 0; h < s_.heads; h++) A_log_.value()[h] = T(std::log(1.0 / 8.0)), dt_bias_.value()[h] = T(0.54);
-    T* w = in_proj_->weight().value();
+    for (int h = 0; h < s_.heads; h++) A_log_.in(values)[h] = T(std::log(1.0 / 8.0)), dt_bias_.in(values)[h] = T(0.54);
+    T* w = in_proj_->weight().in(values);
     const int b_row = s_.d_inner + s_.d_inner, c_row = b_row + s_.groups * s_.d_state;
     std::copy(w + size_t(b_row) * C_, w + size_t(c_row) * C_, w + size_t(c_row) * C_);
     if (conv_) {
-      T* cw = conv_->weight().value();
+      T* cw = conv_->weight().in(values);
       const int K = int(conv_->weight().numel() / s_.conv_dim);
       for (int c = 0; c < s_.conv_dim; c++)
         for (int i = 0; i < K; i++) cw[size_t(c) * K + i] = T(i == K - 1 ? 1 : 0);
-      std::fill(conv_->bias().value(), conv_->bias().value() + s_.conv_dim, T(0));
+      std::fill(conv_->bias().in(values), conv_->bias().in(values) + s_.conv_dim, T(0));
     }
   }
 
   void forward(StepContext<T>& ctx, T* y, const T* u, int B, int Tn) override {
     const int N = B * Tn, Dp = s_.d_in_proj, Di = s_.d_inner, H = s_.heads, P = s_.headdim;
-    const int GN = s_.groups * s_.d_state;
+    const int GN = s_.groups * s_.d_state, CD = s_.conv_dim;
     Arena& a = ctx.arena;
+    Backend<T>& be = ctx.backend;
     u_ = u;
     proj_ = a.template alloc<T>(size_t(N) * Dp);
-    in_proj_->forward(proj_, Dp, u, C_, N);
+    in_proj_->forward(be, proj_, Dp, u, C_, N);
     mixed_ = proj_;
     if (canon_b_) {
       mixed_ = a.template alloc<T>(size_t(N) * Dp);
@@ -79,113 +79,62 @@ class Mamba2Mixer final : public SequenceMixer<T> {
     const T* xbc_rows = mixed_ + Di;
     int ld_xbc = Dp;
     if (conv_) {
-      xbc_ = a.template alloc<T>(size_t(N) * s_.conv_dim);
-      conv_->forward(ctx, xbc_, s_.conv_dim, mixed_ + Di, Dp, B, Tn);
-      xbc_rows = xbc_, ld_xbc = s_.conv_dim;
+      xbc_ = a.template alloc<T>(size_t(N) * CD);
+      conv_->forward(ctx, xbc_, CD, mixed_ + Di, Dp, B, Tn);
+      xbc_rows = xbc_, ld_xbc = CD;
     }
     x_ = a.template alloc<T>(size_t(N) * Di);
     Bm_ = a.template alloc<T>(size_t(N) * GN);
     Cm_ = a.template alloc<T>(size_t(N) * GN);
     z_ = a.template alloc<T>(size_t(N) * Di);
     dt_ = a.template alloc<T>(size_t(N) * H);
-    {
-      const int CD = s_.conv_dim;
-      const T *xbc = xbc_rows, *mixed = mixed_, *dt_bias = dt_bias_.value();
-      T *x = x_, *Bm = Bm_, *Cm = Cm_, *z = z_, *dt = dt_;
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++) {
-        const T* row = xbc + size_t(n) * ld_xbc;
-        std::copy(row, row + Di, x + size_t(n) * Di);
-        std::copy(row + Di, row + Di + GN, Bm + size_t(n) * GN);
-        std::copy(row + Di + GN, row + Di + 2 * GN, Cm + size_t(n) * GN);
-        const T* prow = mixed + size_t(n) * Dp;
-        std::copy(prow, prow + Di, z + size_t(n) * Di);
-        for (int h = 0; h < H; h++) dt[size_t(n) * H + h] = T(softplus(double(prow[Di + CD + h]) + double(dt_bias[h])));
-      }
-    }
-    A_.resize(H);
-    for (int h = 0; h < H; h++) A_[h] = T(-std::exp(double(A_log_.value()[h])));
+    be.mamba2_split_forward(x_, Bm_, Cm_, z_, dt_, xbc_rows, ld_xbc, mixed_, dt_bias_.value(), N, Dp, Di, GN, CD, H);
+    A_ = a.template alloc<T>(H);
+    be.ssd_decay_rates(A_, A_log_.value(), H);
     ssm_out_ = a.template alloc<T>(size_t(N) * Di);
     if (naive_) {
-      ssd_forward_naive(ssm_out_, x_, dt_, A_.data(), Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
+      be.ssd_forward_naive(ssm_out_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
     } else {
-      states_ = a.template alloc<T>(ssd_states_size(B, Tn, H, P, s_.d_state, chunk_));
-      ssd_forward_chunked(ssm_out_, states_, x_, dt_, A_.data(), Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state, chunk_);
+      states_ = a.template alloc<T>(be.ssd_states_size(B, Tn, H, P, s_.d_state, chunk_));
+      be.ssd_forward_chunked(ssm_out_, states_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state, chunk_);
     }
-    {
-      const T *D = D_.value(), *x = x_;
-      T* ssm_out = ssm_out_;
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; n++)
-        for (int h = 0; h < H; h++) {
-          T* o = ssm_out + size_t(n) * Di + h * P;
-          const T* xr = x + size_t(n) * Di + h * P;
-          const T d = D[h];
-          for (int p = 0; p < P; p++) o[p] += d * xr[p];
-        }
-    }
+    be.mamba2_skip_forward(ssm_out_, D_.value(), x_, N, H, P);
     rstd_ = a.template alloc<T>(size_t(N) * s_.groups);
     normed_ = a.template alloc<T>(size_t(N) * Di);
-    gated_rmsnorm_forward(normed_, rstd_, ssm_out_, z_, norm_w_.value(), N, s_.groups, Di / s_.groups, Di, eps_,
-                          GateOrder::gate_then_norm);
-    out_proj_->forward(y, C_, normed_, Di, N);
+    be.gated_rmsnorm_forward(normed_, rstd_, ssm_out_, z_, norm_w_.value(), N, s_.groups, Di / s_.groups, Di, eps_,
+                             GateOrder::gate_then_norm);
+    out_proj_->forward(be, y, C_, normed_, Di, N);
     ctx.record(name_, y, size_t(N) * C_);
   }
 
   void backward(StepContext<T>& ctx, T* du, const T* dout, int B, int Tn) override {
     const int N = B * Tn, Dp = s_.d_in_proj, Di = s_.d_inner, H = s_.heads, P = s_.headdim;
-    const int GN = s_.groups * s_.d_state;
+    const int GN = s_.groups * s_.d_state, CD = s_.conv_dim;
     Arena& a = ctx.arena;
+    Backend<T>& be = ctx.backend;
     T* dnormed = a.template alloc<T>(size_t(N) * Di);
-    out_proj_->backward(dnormed, Di, dout, C_, normed_, Di, N);
+    out_proj_->backward(be, dnormed, Di, dout, C_, normed_, Di, N);
     T* dy = a.template alloc<T>(size_t(N) * Di);
     T* dz = a.template alloc<T>(size_t(N) * Di);
-    gated_rmsnorm_backward(dy, dz, norm_w_.grad(), dnormed, ssm_out_, z_, norm_w_.value(), rstd_, N, s_.groups,
-                           Di / s_.groups, Di, GateOrder::gate_then_norm);
+    be.gated_rmsnorm_backward(dy, dz, norm_w_.grad(), dnormed, ssm_out_, z_, norm_w_.value(), rstd_, N, s_.groups,
+                              Di / s_.groups, Di, GateOrder::gate_then_norm);
     T* dx = a.template alloc<T>(size_t(N) * Di);
     T* ddt = a.template alloc<T>(size_t(N) * H);
     T* dB = a.template alloc<T>(size_t(N) * GN);
     T* dC = a.template alloc<T>(size_t(N) * GN);
-    std::vector<T> dA(H);
+    T* dA = a.template alloc<T>(H);
     if (naive_)
-      ssd_backward_naive(dx, ddt, dA.data(), dB, dC, dy, x_, dt_, A_.data(), Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
+      be.ssd_backward_naive(dx, ddt, dA, dB, dC, dy, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
     else
-      ssd_backward_chunked(dx, ddt, dA.data(), dB, dC, dy, states_, x_, dt_, A_.data(), Bm_, Cm_, B, Tn, H, P, s_.groups,
-                           s_.d_state, chunk_);
-    for (int h = 0; h < H; h++) A_log_.grad()[h] += dA[h] * A_[h];  // A = −exp(A_log)
+      be.ssd_backward_chunked(dx, ddt, dA, dB, dC, dy, states_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups,
+                              s_.d_state, chunk_);
+    be.ssd_decay_rates_backward(A_log_.grad(), dA, A_, H);  // A = −exp(A_log)
     // Reassemble the gradient of the (canon-mixed) in_proj row [z | xBC | dt], adding the D skip (y += D·x) to dx
-    // on the way. Without the conv, dxBC goes straight into its columns of dmixed. Row-block sums (deterministic)
-    // collect ddt_bias (acc[h]) and dD = Σ dy ⊙ x (acc[H + h]).
-    const int CD = s_.conv_dim;
+    // on the way. Without the conv, dxBC goes straight into its columns of dmixed.
     T* dmixed = a.template alloc<T>(size_t(N) * Dp);
     T* dxbc = conv_ ? a.template alloc<T>(size_t(N) * CD) : nullptr;
-    const int ldxbc = conv_ ? CD : Dp;
-    T* dxbc_base = conv_ ? dxbc : dmixed + Di;
-    std::vector<double> sums(size_t(2) * H, 0.0);
-    {
-      const T *mixed = mixed_, *dt_bias = dt_bias_.value(), *D = D_.value(), *x = x_;
-      row_ops::row_block_sums(sums.data(), 2 * H, N, [&](int n, double* acc) {
-        T* row = dxbc_base + size_t(n) * ldxbc;
-        const T* dxr = dx + size_t(n) * Di;
-        const T* dyr = dy + size_t(n) * Di;
-        for (int h = 0; h < H; h++) {
-          const T d = D[h];
-          for (int p = 0; p < P; p++) row[h * P + p] = dxr[h * P + p] + d * dyr[h * P + p];
-          acc[H + h] += row_ops::dot_d(dyr + h * P, x + size_t(n) * Di + h * P, P);
-        }
-        std::copy(dB + size_t(n) * GN, dB + size_t(n + 1) * GN, row + Di);
-        std::copy(dC + size_t(n) * GN, dC + size_t(n + 1) * GN, row + Di + GN);
-        T* prow = dmixed + size_t(n) * Dp;
-        std::copy(dz + size_t(n) * Di, dz + size_t(n + 1) * Di, prow);
-        for (int h = 0; h < H; h++) {
-          const double pre = double(mixed[size_t(n) * Dp + Di + CD + h]) + double(dt_bias[h]);
-          const double d = double(ddt[size_t(n) * H + h]) / (1.0 + std::exp(-pre));  // softplus' = sigmoid
-          prow[Di + CD + h] = T(d);
-          acc[h] += d;
-        }
-      });
-    }
-    for (int h = 0; h < H; h++) dt_bias_.grad()[h] += T(sums[h]), D_.grad()[h] += T(sums[H + h]);
+    be.mamba2_split_backward(conv_ ? dxbc : dmixed + Di, conv_ ? CD : Dp, dmixed, dt_bias_.grad(), D_.grad(), dx, dy,
+                             dB, dC, dz, ddt, mixed_, dt_bias_.value(), D_.value(), x_, N, Dp, Di, GN, CD, H, P);
     if (conv_) conv_->backward(ctx, dmixed + Di, Dp, dxbc, CD, B, Tn);
     const T* dproj = dmixed;
     if (canon_b_) {
@@ -193,9 +142,10 @@ class Mamba2Mixer final : public SequenceMixer<T> {
       canon_b_->backward(ctx, d, dmixed, B, Tn);
       dproj = d;
     }
-    in_proj_->backward(du, C_, dproj, Dp, u_, C_, N);
+    in_proj_->backward(be, du, C_, dproj, Dp, u_, C_, N);
   }
 
+  // Decoding on the host (host memory only).
   struct State final : MixerDecodeState {
     std::vector<std::vector<T>> canon_b, conv;  // per sequence
     std::vector<T> h;                           // (B, H, P, N)
@@ -213,7 +163,7 @@ class Mamba2Mixer final : public SequenceMixer<T> {
     State& s = static_cast<State&>(state);
     const int Dp = s_.d_in_proj, Di = s_.d_inner, H = s_.heads, P = s_.headdim, GN = s_.groups * s_.d_state;
     std::vector<T> proj(size_t(B) * Dp), row(Dp), xbc(s_.conv_dim), dt(H), A(H), ssm(size_t(B) * Di), z(size_t(B) * Di);
-    in_proj_->forward(proj.data(), Dp, u, C_, B);
+    in_proj_->apply(proj.data(), Dp, u, C_, B);
     for (int h = 0; h < H; h++) A[h] = T(-std::exp(double(A_log_.value()[h])));
     for (int b = 0; b < B; b++) {
       if (canon_b_) canon_b_->step(row.data(), s.canon_b[b], proj.data() + size_t(b) * Dp);
@@ -229,9 +179,9 @@ class Mamba2Mixer final : public SequenceMixer<T> {
       std::copy(row.begin(), row.begin() + Di, z.begin() + size_t(b) * Di);
     }
     std::vector<T> rstd(size_t(B) * s_.groups), normed(size_t(B) * Di);
-    gated_rmsnorm_forward(normed.data(), rstd.data(), ssm.data(), z.data(), norm_w_.value(), B, s_.groups, Di / s_.groups,
-                          Di, eps_, GateOrder::gate_then_norm);
-    out_proj_->forward(y, C_, normed.data(), Di, B);
+    canonlab::gated_rmsnorm_forward(normed.data(), rstd.data(), ssm.data(), z.data(), norm_w_.value(), B, s_.groups,
+                                    Di / s_.groups, Di, eps_, GateOrder::gate_then_norm);
+    out_proj_->apply(y, C_, normed.data(), Di, B);
   }
 
  private:
@@ -245,8 +195,8 @@ class Mamba2Mixer final : public SequenceMixer<T> {
   std::unique_ptr<CanonLayer<T>> canon_b_;
   std::unique_ptr<ShortConv<T>> conv_;
   Param<T> dt_bias_, A_log_, D_, norm_w_;
-  std::vector<T> A_;
   const T* u_ = nullptr;
+  T* A_ = nullptr;  // (H) = −exp(A_log), this step's
   T *proj_ = nullptr, *mixed_ = nullptr, *xbc_ = nullptr, *x_ = nullptr, *Bm_ = nullptr, *Cm_ = nullptr;
   T *z_ = nullptr, *dt_ = nullptr, *ssm_out_ = nullptr, *states_ = nullptr, *rstd_ = nullptr, *normed_ = nullptr;
 };

@@ -3,6 +3,7 @@
 // DeltaNet and DeltaNet. A mixer maps the block's normalised input to its residual-branch output; it keeps
 // whatever it needs for backward in the step arena.
 #include <memory>
+#include <span>
 #include <string>
 
 #include "engine/error.h"
@@ -23,10 +24,12 @@ class SequenceMixer {
   virtual void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) = 0;
   // dy: (B, T, C) -> dx: (B, T, C) written; parameter gradients accumulate.
   virtual void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) = 0;
-  // Called once after the parameter store drew its values: inits that relate several tensors (mimetic init).
-  virtual void after_init() {}
+  // Called once on the host copy of the initial values (ParameterStore::initial_values) before they are uploaded:
+  // inits that relate several tensors (mimetic init). Param::in(values) finds a tensor in it.
+  virtual void after_init(std::span<T> values) {}
 
-  // Recurrent decoding, one token per sequence: x, y: (B, C). Outputs equal forward() on the whole prefix.
+  // Recurrent decoding, one token per sequence: x, y: (B, C). Outputs equal forward() on the whole prefix. A host
+  // reference (its caches are host vectors and it reads the weights directly): host memory only, fp32 weights.
   virtual std::unique_ptr<MixerDecodeState> start_decode(int B) const {
     throw Error("this mixer has no recurrent decode step");
   }

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "config/run_config.h"
-#include "engine/ops/activation/activation.h"
 #include "nn/canon.h"
 #include "nn/linear.h"
 
@@ -33,16 +32,18 @@ class Mlp {
   // h: (N, C) -> y: (N, C)
   void forward(StepContext<T>& ctx, T* y, const T* h, int B, int Tn) {
     const int N = B * Tn;
+    Backend<T>& be = ctx.backend;
     h_ = h;
     up_ = ctx.arena.template alloc<T>(size_t(N) * width_);
     if (kind_ == MlpKind::swiglu && gate_proj_->followed_in_memory_by(*up_proj_)) {
       // gate and up weights are one contiguous (2 * hidden, C) block: a single GEMM
-      linear_forward(up_, width_, h, C_, gate_proj_->weight().value(), static_cast<const T*>(nullptr), N, C_, width_);
+      be.linear_forward(up_, width_, h, C_, gate_proj_->weight().gemm_value(), static_cast<const T*>(nullptr), N, C_,
+                        width_);
     } else if (kind_ == MlpKind::swiglu) {
-      gate_proj_->forward(up_, width_, h, C_, N);
-      up_proj_->forward(up_ + hidden_, width_, h, C_, N);
+      gate_proj_->forward(be, up_, width_, h, C_, N);
+      up_proj_->forward(be, up_ + hidden_, width_, h, C_, N);
     } else {
-      up_proj_->forward(up_, width_, h, C_, N);
+      up_proj_->forward(be, up_, width_, h, C_, N);
     }
     pre_act_ = up_;
     if (canon_d_) {
@@ -52,11 +53,11 @@ class Mlp {
     act_ = ctx.arena.template alloc<T>(size_t(N) * hidden_);
     const size_t n = size_t(N) * hidden_;
     switch (kind_) {
-      case MlpKind::gelu: gelu_forward(act_, pre_act_, n); break;
-      case MlpKind::relu2: relu2_forward(act_, pre_act_, n); break;
-      case MlpKind::swiglu: swiglu_forward(act_, pre_act_, N, hidden_); break;
+      case MlpKind::gelu: be.gelu_forward(act_, pre_act_, n); break;
+      case MlpKind::relu2: be.relu2_forward(act_, pre_act_, n); break;
+      case MlpKind::swiglu: be.swiglu_forward(act_, pre_act_, N, hidden_); break;
     }
-    down_proj_->forward(y, C_, act_, hidden_, N);
+    down_proj_->forward(be, y, C_, act_, hidden_, N);
     ctx.record(name_, y, size_t(N) * C_);
   }
 
@@ -64,13 +65,14 @@ class Mlp {
   void backward(StepContext<T>& ctx, T* dh, const T* dy, int B, int Tn) {
     const int N = B * Tn;
     const size_t n = size_t(N) * hidden_;
+    Backend<T>& be = ctx.backend;
     T* dact = ctx.arena.template alloc<T>(n);
-    down_proj_->backward(dact, hidden_, dy, C_, act_, hidden_, N);
+    down_proj_->backward(be, dact, hidden_, dy, C_, act_, hidden_, N);
     T* dpre = ctx.arena.template alloc<T>(size_t(N) * width_);
     switch (kind_) {
-      case MlpKind::gelu: gelu_backward(dpre, dact, pre_act_, n); break;
-      case MlpKind::relu2: relu2_backward(dpre, dact, pre_act_, n); break;
-      case MlpKind::swiglu: swiglu_backward(dpre, dact, pre_act_, N, hidden_); break;
+      case MlpKind::gelu: be.gelu_backward(dpre, dact, pre_act_, n); break;
+      case MlpKind::relu2: be.relu2_backward(dpre, dact, pre_act_, n); break;
+      case MlpKind::swiglu: be.swiglu_backward(dpre, dact, pre_act_, N, hidden_); break;
     }
     T* dup = dpre;
     if (canon_d_) {
@@ -78,15 +80,15 @@ class Mlp {
       canon_d_->backward(ctx, dup, dpre, B, Tn);
     }
     if (kind_ == MlpKind::swiglu && gate_proj_->followed_in_memory_by(*up_proj_)) {
-      linear_backward(dh, C_, gate_proj_->weight().grad(), static_cast<T*>(nullptr), dup, width_, h_, C_,
-                      gate_proj_->weight().value(), N, C_, width_);
+      be.linear_backward(dh, C_, gate_proj_->weight().grad(), static_cast<T*>(nullptr), dup, width_, h_, C_,
+                         gate_proj_->weight().gemm_value(), N, C_, width_);
     } else if (kind_ == MlpKind::swiglu) {
       T* dtmp = ctx.arena.template alloc<T>(size_t(N) * C_);
-      gate_proj_->backward(dh, C_, dup, width_, h_, C_, N);
-      up_proj_->backward(dtmp, C_, dup + hidden_, width_, h_, C_, N);
-      for (size_t i = 0; i < size_t(N) * C_; i++) dh[i] += dtmp[i];
+      gate_proj_->backward(be, dh, C_, dup, width_, h_, C_, N);
+      up_proj_->backward(be, dtmp, C_, dup + hidden_, width_, h_, C_, N);
+      be.add_into(dh, dtmp, size_t(N) * C_);
     } else {
-      up_proj_->backward(dh, C_, dup, width_, h_, C_, N);
+      up_proj_->backward(be, dh, C_, dup, width_, h_, C_, N);
     }
   }
 

@@ -26,14 +26,14 @@ class Norm {
     x_ = x;
     rstd_ = ctx.arena.template alloc<T>(N);
     if (kind_ == NormKind::rmsnorm) {
-      rmsnorm_forward(y, rstd_, x, weight_.value(), N, channels_, eps_);
+      ctx.backend.rmsnorm_forward(y, rstd_, x, weight_.value(), N, channels_, eps_);
     } else {
       mean_ = ctx.arena.template alloc<T>(N);
-      layernorm_forward(y, mean_, rstd_, x, weight_.value(), bias_.value(), N, channels_, eps_);
+      ctx.backend.layernorm_forward(y, mean_, rstd_, x, weight_.value(), bias_.value(), N, channels_, eps_);
     }
     ctx.record(name_, y, size_t(N) * channels_);
   }
-  // The same map without saving anything (decoding). x, y: (N, C).
+  // The same map without saving anything, on the host (decoding). x, y: (N, C).
   void apply(T* y, const T* x, int N) const {
     std::vector<T> mean(N), rstd(N);
     if (kind_ == NormKind::rmsnorm)
@@ -42,11 +42,12 @@ class Norm {
       layernorm_forward(y, mean.data(), rstd.data(), x, weight_.value(), bias_.value(), N, channels_, eps_);
   }
   // dy: (N, C) -> dx: (N, C) written.
-  void backward(T* dx, const T* dy, int N) {
+  void backward(StepContext<T>& ctx, T* dx, const T* dy, int N) {
     if (kind_ == NormKind::rmsnorm)
-      rmsnorm_backward(dx, weight_.grad(), dy, x_, weight_.value(), rstd_, N, channels_);
+      ctx.backend.rmsnorm_backward(dx, weight_.grad(), dy, x_, weight_.value(), rstd_, N, channels_);
     else
-      layernorm_backward(dx, weight_.grad(), bias_.grad(), dy, x_, weight_.value(), mean_, rstd_, N, channels_);
+      ctx.backend.layernorm_backward(dx, weight_.grad(), bias_.grad(), dy, x_, weight_.value(), mean_, rstd_, N,
+                                     channels_);
   }
 
  private:

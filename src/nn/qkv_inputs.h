@@ -11,6 +11,7 @@
 
 #include "config/run_config.h"
 #include "engine/ops/activation/activation.h"
+#include "engine/ops/linear/fast.h"
 #include "nn/canon.h"
 #include "nn/linear.h"
 #include "nn/mixer.h"
@@ -48,14 +49,16 @@ class QkvInputs {
     const size_t N = size_t(B) * Tn, n = N * W_;
     x_ = x;
     proj_ = ctx.arena.template alloc<T>(n);
-    project(proj_, x, int(N));
+    check_contiguous();
+    ctx.backend.linear_forward(proj_, W_, x, C_, q_proj_->weight().gemm_value(), static_cast<const T*>(nullptr),
+                               int(N), C_, W_);
     mixed_ = proj_;
     if (!convs_.empty()) {
       mixed_ = ctx.arena.template alloc<T>(n);
       for (int i = 0; i < 3; i++) convs_[i]->forward(ctx, mixed_ + offset(i), W_, proj_ + offset(i), W_, B, Tn);
     } else if (silu_without_conv_) {
       mixed_ = ctx.arena.template alloc<T>(n);
-      silu_forward(mixed_, proj_, n);
+      ctx.backend.silu_forward(mixed_, proj_, n);
     }
     out_ = mixed_;
     if (canon_b_) {
@@ -81,11 +84,11 @@ class QkvInputs {
       dproj = d;
     } else if (silu_without_conv_) {
       T* d = ctx.arena.template alloc<T>(n);
-      silu_backward(d, dmixed, proj_, n);
+      ctx.backend.silu_backward(d, dmixed, proj_, n);
       dproj = d;
     }
-    linear_backward(dx, C_, q_proj_->weight().grad(), static_cast<T*>(nullptr), dproj, W_, x_, C_,
-                    q_proj_->weight().value(), int(N), C_, W_);
+    ctx.backend.linear_backward(dx, C_, q_proj_->weight().grad(), static_cast<T*>(nullptr), dproj, W_, x_, C_,
+                                q_proj_->weight().gemm_value(), int(N), C_, W_);
   }
 
   // Decoding state of one sequence: the conv caches and the Canon-B cache.
@@ -99,10 +102,12 @@ class QkvInputs {
     if (canon_b_) c.canon_b = canon_b_->new_cache();
     return c;
   }
-  // x_t: (C) -> qkv_t: (W)
+  // x_t: (C) -> qkv_t: (W), on the host
   void step(T* qkv_t, Cache& cache, const T* x_t) const {
     std::vector<T> proj(W_);
-    project(proj.data(), x_t, 1);
+    check_contiguous();
+    canonlab::linear_forward(proj.data(), W_, x_t, C_, q_proj_->weight().value(), static_cast<const T*>(nullptr), 1,
+                             C_, W_);
     std::vector<T> mixed = proj;
     if (!convs_.empty()) {
       for (int i = 0; i < 3; i++) convs_[i]->step(mixed.data() + offset(i), cache.conv[i], proj.data() + offset(i));
@@ -116,10 +121,9 @@ class QkvInputs {
  private:
   int offset(int i) const { return i == 0 ? 0 : i == 1 ? Kd_ : 2 * Kd_; }
   // q, k, v weights are registered back to back: one (W, C) GEMM.
-  void project(T* out, const T* x, int N) const {
+  void check_contiguous() const {
     CANONLAB_CHECK(q_proj_->followed_in_memory_by(*k_proj_) && k_proj_->followed_in_memory_by(*v_proj_),
                    "q/k/v projections are not contiguous");
-    linear_forward(out, W_, x, C_, q_proj_->weight().value(), static_cast<const T*>(nullptr), N, C_, W_);
   }
 
   int C_, Kd_, Vd_, W_;

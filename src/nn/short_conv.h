@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "engine/ops/activation/activation.h"
-#include "engine/ops/canon_conv/fast.h"
 #include "engine/ops/canon_conv/naive.h"
 #include "engine/params.h"
 #include "nn/context.h"
@@ -33,80 +32,30 @@ class ShortConv {
   // x: (B, T, C) rows of stride ldx -> y: (B, T, C) rows of stride ldy (may be a column block of a wider
   // buffer). x is copied, so it need not stay alive.
   void forward(StepContext<T>& ctx, T* y, int ldy, const T* x, int ldx, int B, int Tn) {
-    const size_t N = size_t(B) * Tn, n = N * C_;
-    const int C = C_;
+    const int N = B * Tn;
+    const size_t n = size_t(N) * C_;
+    Backend<T>& be = ctx.backend;
     in_ = ctx.arena.template alloc<T>(n);
-    T* in = in_;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < N; r++) std::copy(x + r * ldx, x + r * ldx + C, in + r * C);
+    be.copy_rows(in_, C_, x, ldx, N, C_);
     pre_ = ctx.arena.template alloc<T>(n);
-    T* pre = pre_;
-    canon_conv_forward(pre, in, weight_.value(), B, Tn, C, K_, C);
-    // bias and activation, one row at a time (y may be a column block of a wider buffer); the same
-    // arithmetic as silu_forward
-    const T* b = has_bias_ ? bias_.value() : nullptr;
-    const bool silu = silu_;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < N; r++) {
-      T* p = pre + r * C;
-      T* yr = y + r * ldy;
-      if (b)
-        for (int c = 0; c < C; c++) p[c] += b[c];
-      if (silu)
-        for (int c = 0; c < C; c++) yr[c] = p[c] * sigmoid(p[c]);
-      else
-        std::copy(p, p + C, yr);
-    }
+    be.canon_conv_forward(pre_, in_, weight_.value(), B, Tn, C_, K_, C_);
+    be.short_conv_bias_act_forward(y, ldy, pre_, has_bias_ ? bias_.value() : nullptr, N, C_, silu_);
   }
 
   // dy: (B, T, C) rows of stride lddy -> dx: (B, T, C) rows of stride lddx, written.
   void backward(StepContext<T>& ctx, T* dx, int lddx, const T* dy, int lddy, int B, int Tn) {
-    const size_t N = size_t(B) * Tn, n = N * C_;
-    const int C = C_;
-    T* d = ctx.arena.template alloc<T>(n);
-    const T* pre = pre_;
-    const bool silu = silu_;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < N; r++) {
-      const T* dyr = dy + r * lddy;
-      T* dr = d + r * C;
-      if (silu) {
-        const T* p = pre + r * C;
-        for (int c = 0; c < C; c++) {  // the arithmetic of silu_backward
-          const T s = sigmoid(p[c]);
-          dr[c] = dyr[c] * s * (T(1) + p[c] * (T(1) - s));
-        }
-      } else {
-        std::copy(dyr, dyr + C, dr);
-      }
-    }
-    const T* dpre = d;
-    if (has_bias_) {
-      // Each channel is summed over the rows in order by one thread (the same bits for any thread count);
-      // a block of kBiasBlock channels per work item keeps the row reads contiguous.
-      constexpr int kBiasBlock = 16;
-      T* db = bias_.grad();
-      const int nblk = (C + kBiasBlock - 1) / kBiasBlock;
-#pragma omp parallel for schedule(static)
-      for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * kBiasBlock, cb = std::min(kBiasBlock, C - c0);
-        double acc[kBiasBlock] = {};
-        for (size_t r = 0; r < N; r++) {
-          const T* row = dpre + r * C + c0;
-          for (int j = 0; j < cb; j++) acc[j] += double(row[j]);
-        }
-        for (int j = 0; j < cb; j++) db[c0 + j] += T(acc[j]);
-      }
-    }
-    T* dx_contig = lddx == C ? dx : ctx.arena.template alloc<T>(n);
-    canon_conv_backward(dx_contig, weight_.grad(), dpre, in_, weight_.value(), B, Tn, C, K_, C);
-    if (dx_contig != dx) {
-#pragma omp parallel for schedule(static)
-      for (size_t r = 0; r < N; r++) std::copy(dx_contig + r * C, dx_contig + (r + 1) * C, dx + r * lddx);
-    }
+    const int N = B * Tn;
+    const size_t n = size_t(N) * C_;
+    Backend<T>& be = ctx.backend;
+    T* dpre = ctx.arena.template alloc<T>(n);
+    be.short_conv_act_backward(dpre, dy, lddy, pre_, N, C_, silu_);
+    if (has_bias_) be.short_conv_bias_backward(bias_.grad(), dpre, N, C_);
+    T* dx_contig = lddx == C_ ? dx : ctx.arena.template alloc<T>(n);
+    be.canon_conv_backward(dx_contig, weight_.grad(), dpre, in_, weight_.value(), B, Tn, C_, K_, C_);
+    if (dx_contig != dx) be.copy_rows(dx, lddx, dx_contig, C_, N, C_);
   }
 
-  // Decoding: cache (K, C) holds the last K raw inputs of one sequence, newest last; x_t, y_t: (C).
+  // Decoding on the host: cache (K, C) holds the last K raw inputs of one sequence, newest last; x_t, y_t: (C).
   std::vector<T> new_cache() const { return std::vector<T>(size_t(K_) * C_, T(0)); }
   void step(T* y_t, std::vector<T>& cache, const T* x_t) const {
     canon_conv_step(y_t, cache.data(), x_t, weight_.value(), C_, K_, C_);

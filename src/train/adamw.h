@@ -1,6 +1,8 @@
 #pragma once
 // AdamW with decoupled weight decay (PyTorch semantics), over the model's flat parameter buffer, plus
-// global-norm gradient clipping. Which parameter groups are decayed is a config choice (train.decay_on).
+// global-norm gradient clipping. Which parameter groups are decayed is a config choice (train.decay_on). The
+// moments and the decay mask live on the run's device beside the parameters; the kernels are the backend's
+// (engine/ops/adamw/adamw.h), the per-step scalars are computed here.
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -8,31 +10,15 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "engine/backend/backend.h"
 #include "engine/params.h"
 
 namespace canonlab {
 
 struct AdamWState {
-  std::vector<float> m, v;  // first and second moments, same layout as the parameters
-  int64_t t = 0;            // number of updates applied
+  DeviceBuffer<float> m, v;  // first and second moments, same layout as the parameters; empty before the first update
+  int64_t t = 0;             // number of updates applied
 };
-
-// Global L2 norm of all gradients, accumulated in double in a fixed order (deterministic).
-template <class T>
-double grad_global_norm(std::span<const T> grads) {
-  double s = 0;
-  for (T g : grads) s += double(g) * double(g);
-  return std::sqrt(s);
-}
-
-// Scales gradients so their global norm is at most max_norm (torch.nn.utils.clip_grad_norm_ semantics).
-template <class T>
-void clip_grad_norm(std::span<T> grads, double norm, double max_norm) {
-  if (max_norm <= 0) return;
-  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
-  if (coef < 1.0)
-    for (T& g : grads) g = T(double(g) * coef);
-}
 
 // Per-element decay mask from parameter groups: 1 where weight decay applies.
 template <class T>
@@ -44,33 +30,38 @@ std::vector<uint8_t> decay_mask(const ParameterStore<T>& store, const std::vecto
   }
   return mask;
 }
+// The same mask on the store's device.
+template <class T>
+DeviceBuffer<uint8_t> device_decay_mask(const ParameterStore<T>& store, const std::vector<std::string>& decay_on) {
+  const std::vector<uint8_t> mask = decay_mask(store, decay_on);
+  return DeviceBuffer<uint8_t>(store.memory(), mask);
+}
+
+// Scales gradients so their global norm is at most max_norm (torch.nn.utils.clip_grad_norm_ semantics).
+template <class T>
+void clip_grad_norm(Backend<T>& backend, std::span<T> grads, double norm, double max_norm) {
+  if (max_norm <= 0) return;
+  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+  if (coef < 1.0) backend.scale(grads.data(), grads.size(), coef);
+}
 
 template <class T>
-void adamw_step(std::span<T> params, std::span<const T> grads, AdamWState& st, const std::vector<uint8_t>& decay,
-                const TrainConfig& c, double lr) {
+void adamw_step(Backend<T>& backend, std::span<T> params, std::span<const T> grads, AdamWState& st,
+                const DeviceBuffer<uint8_t>& decay, const TrainConfig& c, double lr) {
   if (st.m.empty()) {
-    st.m.assign(params.size(), 0.f);
-    st.v.assign(params.size(), 0.f);
+    st.m = DeviceBuffer<float>(backend.memory(), params.size());
+    st.v = DeviceBuffer<float>(backend.memory(), params.size());
+    st.m.fill_zero();
+    st.v.fill_zero();
   }
   st.t += 1;
   const double bc1 = 1.0 - std::pow(c.beta1, double(st.t));
   const double bc2 = 1.0 - std::pow(c.beta2, double(st.t));
-  const float b1 = float(c.beta1), b2 = float(c.beta2);
-  const float step = float(lr / bc1), rbc2 = float(1.0 / std::sqrt(bc2)), eps = float(c.eps);
-  const float shrink = float(1.0 - lr * c.weight_decay);
-  const size_t n = params.size();
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) {
-    const float g = float(grads[i]);
-    float p = float(params[i]);
-    if (decay[i]) p *= shrink;
-    const float m = b1 * st.m[i] + (1.f - b1) * g;
-    const float v = b2 * st.v[i] + (1.f - b2) * g * g;
-    st.m[i] = m;
-    st.v[i] = v;
-    p -= step * m / (std::sqrt(v) * rbc2 + eps);
-    params[i] = T(p);
-  }
+  AdamWCoefficients k;
+  k.beta1 = float(c.beta1), k.beta2 = float(c.beta2);
+  k.step = float(lr / bc1), k.rsqrt_bc2 = float(1.0 / std::sqrt(bc2)), k.eps = float(c.eps);
+  k.decay_shrink = float(1.0 - lr * c.weight_decay);
+  backend.adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), decay.data(), params.size(), k);
 }
 
 }  // namespace canonlab

@@ -32,7 +32,9 @@ std::string step_stem(int step) {
 // Settings that do not change the numbers a run produces; they may differ between a run and its resume.
 nlohmann::json trajectory_relevant(const RunConfig& cfg) {
   nlohmann::json j = config_to_json(cfg);
-  for (const char* k : {"threads", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
+  // device: like threads, it may change the last bits but not the run (a run may resume on another machine)
+  for (const char* k :
+       {"threads", "device", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
     j["train"].erase(k);
   j.erase("probe");
   return j;
@@ -62,7 +64,8 @@ void save_model(const std::string& path, const RunConfig& cfg, const ParameterSt
   w.add_metadata("canonlab.format_version", kFormatVersion);
   w.add_metadata("canonlab.config", config_to_json(cfg).dump());
   w.add_metadata("canonlab.step", std::to_string(step));
-  std::span<const float> values = params.values();
+  const std::vector<float> host = params.host_values();  // checkpoints are fp32 whatever the device and precision
+  const std::span<const float> values = host;
   for (const ParamInfo& p : params.infos()) w.add(p.name, values.subspan(p.offset, p.numel), p.shape);
   w.write_atomic(path);
 }
@@ -142,8 +145,10 @@ void load_into(const SafetensorsFile& f, ParameterStore<float>& params, const st
                   " at index " + std::to_string(bad - v.begin()) +
                   "; a checkpoint with non-finite weights cannot be evaluated or resumed");
   }
-  std::span<float> values = params.values();
+  std::vector<float> host(params.total());
+  const std::span<float> values = host;
   for (const ParamInfo& p : params.infos()) f.get(prefix + p.name).copy_to<float>(values.subspan(p.offset, p.numel));
+  params.set_values(host);
 }
 }  // namespace
 
@@ -166,11 +171,10 @@ void save_checkpoint(const std::string& dir, const RunConfig& cfg, const Paramet
   w.add_metadata("canonlab.step", std::to_string(cursor.step));
   w.add_metadata("canonlab.adam_t", std::to_string(opt.t));
   // Before the first update the moments are not allocated yet; they are zero by definition.
-  std::vector<float> zeros;
-  if (opt.m.empty()) zeros.assign(params.total(), 0.f);
-  const std::span<const float> m = opt.m.empty() ? zeros : opt.m, v = opt.v.empty() ? zeros : opt.v;
-  w.add("adam.m", m, {int64_t(params.total())});
-  w.add("adam.v", v, {int64_t(params.total())});
+  const std::vector<float> m = opt.m.empty() ? std::vector<float>(params.total(), 0.f) : opt.m.download();
+  const std::vector<float> v = opt.v.empty() ? std::vector<float>(params.total(), 0.f) : opt.v.download();
+  w.add("adam.m", std::span<const float>(m), {int64_t(params.total())});
+  w.add("adam.v", std::span<const float>(v), {int64_t(params.total())});
   w.write_atomic((fs::path(dir) / state_file).string());
 
   nlohmann::json latest = {{"step", cursor.step}, {"model", model_file}, {"state", state_file}};
@@ -282,8 +286,8 @@ TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& c
                        std::to_string(m_values[i]) + ", v = " + std::to_string(v_values[i]) +
                        "; allowed: finite, v >= 0");
   load_into(model, params, "");
-  opt.m = std::move(m_values);
-  opt.v = std::move(v_values);
+  opt.m = DeviceBuffer<float>(params.memory(), m_values);
+  opt.v = DeviceBuffer<float>(params.memory(), v_values);
   opt.t = adam_t;
   return TrainingCursor{step};
 }

@@ -1,9 +1,7 @@
 #pragma once
-// Masked mean cross-entropy: loss = sum_i mask_i * nll_i / sum_i mask_i.
-#include <vector>
-
-#include "engine/arena.h"
-#include "engine/ops/cross_entropy/cross_entropy.h"
+// Masked mean cross-entropy: loss = sum_i mask_i * nll_i / sum_i mask_i, on the step's backend
+// (engine/ops/cross_entropy/masked.h); its scratch and dlogits come from the step's arena.
+#include "nn/context.h"
 
 namespace canonlab {
 
@@ -13,26 +11,17 @@ struct LossResult {
   T* dlogits = nullptr;  // (N, V) in the arena; null unless requested
 };
 
-// logits: (N, V), targets: (N), mask: (N). With want_grad, also dlogits = d loss / d logits.
+// logits: (N, V), targets: (N), mask: (N), all in the step's device memory. With want_grad, also
+// dlogits = d loss / d logits.
 template <class T>
-LossResult<T> masked_cross_entropy(Arena& arena, const T* logits, const int* targets, const float* mask, int N, int V,
-                                   bool want_grad) {
-  T* losses = arena.alloc<T>(N);
-  cross_entropy_forward(losses, logits, targets, N, V);
-  double total = 0, weight = 0;
-  for (int i = 0; i < N; i++) {
-    if (mask[i] == 0.f) continue;
-    total += double(mask[i]) * double(losses[i]);
-    weight += mask[i];
-  }
+LossResult<T> masked_cross_entropy(StepContext<T>& ctx, const T* logits, const int* targets, const float* mask, int N,
+                                   int V, bool want_grad) {
+  T* losses = ctx.arena.template alloc<T>(N);
+  T* dlosses = want_grad ? ctx.arena.template alloc<T>(N) : nullptr;
+  T* dlogits = want_grad ? ctx.arena.template alloc<T>(size_t(N) * V) : nullptr;
   LossResult<T> r;
-  r.loss = weight > 0 ? total / weight : 0.0;
-  if (want_grad) {
-    T* dlosses = arena.alloc<T>(N);
-    for (int i = 0; i < N; i++) dlosses[i] = weight > 0 ? T(mask[i] / weight) : T(0);
-    r.dlogits = arena.alloc<T>(size_t(N) * V);
-    cross_entropy_backward(r.dlogits, logits, targets, dlosses, N, V);
-  }
+  r.loss = ctx.backend.masked_cross_entropy(losses, dlosses, dlogits, logits, targets, mask, N, V);
+  r.dlogits = dlogits;
   return r;
 }
 

@@ -80,6 +80,12 @@ class StepArena {
   StepArena(const ModelConfig& m, double B, double T, int threads)
       : m_(m), B_(B), T_(T), N_(B * T), n_(B * T * m.d_model), threads_(threads), letters_(mixer_letters(m)) {}
 
+  // The batch uploaded to the device (StepContext::upload): tokens, and for the loss its targets and mask, 4 bytes
+  // each (train/step.h, eval/evaluate.cpp; the probes upload tokens only).
+  void upload_batch(bool with_loss) {
+    alloc(N_);
+    if (with_loss) alloc(N_), alloc(N_);
+  }
   // DecoderModel::forward
   void forward() {
     alloc(n_);  // token embeddings
@@ -185,6 +191,7 @@ class StepArena {
     if (has_canon(m_, 'B')) alloc(3 * n_), canon_forward(3.0 * m_.d_model);
     if (m_.attention.position == "rope") alloc(3 * n_);
     if (m_.attention.scoring == "sign_ste") alloc(3 * n_);
+    if (m_.attention.position == "alibi") alloc(m_.n_heads);  // the slopes, uploaded
     alloc(n_);
     alloc(B_ * m_.n_heads * T_ * T_);  // probabilities, kept for backward
   }
@@ -208,6 +215,7 @@ class StepArena {
     if (has_canon(m_, 'B')) alloc(N_ * s.d_in_proj), canon_forward(s.d_in_proj);
     if (has_canon(m_, 'b')) alloc(N_ * s.conv_dim), short_conv_forward(s.conv_dim);
     alloc(N_ * s.d_inner), alloc(N_ * GN), alloc(N_ * GN), alloc(N_ * s.d_inner), alloc(N_ * s.heads);  // x B C z dt
+    alloc(s.heads);  // A
     alloc(N_ * s.d_inner);
     if (chunked()) alloc(chunk_states(s.heads, s.headdim, s.d_state));
     alloc(N_ * s.groups), alloc(N_ * s.d_inner);  // rstd, normed
@@ -217,6 +225,7 @@ class StepArena {
     const double GN = double(s.groups) * s.d_state;
     for (int i = 0; i < 4; i++) alloc(N_ * s.d_inner);  // dnormed dy dz dx
     alloc(N_ * s.heads), alloc(N_ * GN), alloc(N_ * GN);
+    alloc(s.heads);  // dA
     alloc(N_ * s.d_in_proj);
     if (has_canon(m_, 'b')) alloc(N_ * s.conv_dim), short_conv_backward(s.conv_dim);
     if (has_canon(m_, 'B')) alloc(N_ * s.d_in_proj), canon_backward(s.d_in_proj);
@@ -390,10 +399,10 @@ double read_number_file(const std::string& path) {
 
 }  // namespace
 
-uint64_t count_parameters(const ModelConfig& m) {
-  // DecoderModel's constructor (models/decoder_model.h) without finalize(): the modules only register names and
-  // shapes, so nothing the size of the model is allocated.
-  ParameterStore<float> store;
+namespace {
+// DecoderModel's constructor (models/decoder_model.h) without finalize(): the modules only register names and
+// shapes, so nothing the size of the model is allocated.
+void register_parameters(ParameterStore<float>& store, const ModelConfig& m) {
   const int C = m.d_model, V = m.vocab_size;
   store.add("tok_emb.weight", {V, C}, InitSpec::normal(m.init_std), ParamGroup::embedding);
   if (m.attention.position == "learned")
@@ -409,11 +418,40 @@ uint64_t count_parameters(const ModelConfig& m) {
   if (!m.tie_embeddings) {
     const Linear<float> lm_head(store, "lm_head", C, V, false, m.init_std);
   }
+}
+
+// bf16 precision: Bf16Gemm (engine/ops/linear/bf16.h) converts both operands of each GEMM into two scratch buffers
+// that grow to the largest operand they have held. The first operand is x or dy (N rows of in or out values), the
+// second w (out, in) or, for dw, x (N, in). Consecutive 2-D weights with the same input width are counted as one
+// fused GEMM (q|k|v, gate|up: Linear::followed_in_memory_by), which can only overstate. Elements, for N rows.
+double bf16_gemm_scratch_elements(const ModelConfig& m, double N) {
+  ParameterStore<float> store;
+  register_parameters(store, m);
+  double first = 0, second = 0, fused_out = 0, fused_in = -1;
+  for (const ParamInfo& p : store.infos()) {
+    if (p.shape.size() != 2) {
+      fused_in = -1;
+      continue;
+    }
+    const double out = double(p.shape[0]), in = double(p.shape[1]);
+    fused_out = in == fused_in ? fused_out + out : out;
+    fused_in = in;
+    first = std::max(first, N * std::max(in, fused_out));
+    second = std::max(second, std::max(fused_out * in, N * in));
+  }
+  return first + second;
+}
+}  // namespace
+
+uint64_t count_parameters(const ModelConfig& m) {
+  ParameterStore<float> store;
+  register_parameters(store, m);
   return store.total();
 }
 
 double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads) {
   StepArena step(model, batch, seq_len, threads);
+  step.upload_batch(true);
   step.forward();
   step.loss(true);
   step.backward();
@@ -422,6 +460,7 @@ double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, in
 
 double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, bool with_loss) {
   StepArena step(model, batch, seq_len, 1);
+  step.upload_batch(with_loss);
   step.forward();
   if (with_loss) step.loss(false);
   return step.high_water();
@@ -453,6 +492,8 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
       kProcessBaseBytes + kPerThreadBytes * e.threads, "train.threads", whole_run);
   add("parameters (fp32)", P * kFloat, model_keys, whole_run);
   add("gradients (fp32)", P * kFloat, model_keys, whole_run);
+  const bool bf16 = t.precision == "bf16";
+  if (bf16) add("bf16 shadow of the weights (the GEMMs' inputs, as fp32 values)", P * kFloat, model_keys, whole_run);
   if (training) add("AdamW moments m, v (fp32) and the weight-decay mask", P * (2 * kFloat + 1), model_keys, whole_run);
   if (purpose == Purpose::resume)
     add("resume: the model and optimizer checkpoint files, read whole", 3 * P * kFloat, model_keys, loading);
@@ -477,6 +518,9 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
     add("activation arena: one evaluation forward pass", e.eval_arena_bytes,
         arena_keys(m, B, T, seq_key, e.eval_arena_bytes), running);
   }
+  if (bf16)  // as floats: the emulated path's size, twice the native path's bf16 storage
+    add("bf16 GEMM operands, converted (the largest GEMM's two inputs)", bf16_gemm_scratch_elements(m, B * T) * kFloat,
+        batch_keys + ", model.d_model, model.vocab_size", running);
   add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
           std::to_string(t.eval_batches) + ")",
       suites * t.eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running);

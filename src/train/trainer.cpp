@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "config/config.h"
+#include "engine/backend/make_backend.h"
 #include "engine/threads.h"
 #include "eval/evaluate.h"
 #include "eval/probe.h"
@@ -127,6 +128,7 @@ void create_directory(const std::string& dir, const std::string& what) {
 
 nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   const TrainConfig& tc = cfg.train;
+  check_device_available(tc.device);  // before the run directory exists
   set_thread_count(tc.threads);
   const std::string out = options.out_dir;
   const std::string ckpt_dir = out + "/checkpoints";
@@ -140,7 +142,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   remove_stale_temp_files(ckpt_dir);
 
   auto task = make_task(cfg.task);
-  auto model = build_model<float>(cfg.model, tc.seed);
+  auto model = build_model(cfg);
   ParameterStore<float>& params = model->params();
   AdamWState opt;
   TrainingCursor cursor;
@@ -154,10 +156,10 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
   MetricsLog metrics(out, cursor.step, task->metric_names());
 
-  const std::vector<uint8_t> decay = decay_mask(params, tc.decay_on);
+  const DeviceBuffer<uint8_t> decay = device_decay_mask(params, tc.decay_on);
   const std::vector<EvalBatch> eval_batches = make_eval_batches(*task, cfg);
   const int B = tc.batch_size, T = task->seq_len();
-  Arena arena;
+  Arena arena(model->backend().memory());
   ActivationTrace<float> trace;
   Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO), task->metric_names().front());
 
@@ -172,7 +174,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
     const double lr = learning_rate(tc, step);
     for (int b = 0; b < B; b++) task->sample(batch, b, tc.data_seed, uint64_t(step), uint64_t(b));
     const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, step);
-    const double gnorm = apply_update(params, opt, decay, tc, lr, step);
+    const double gnorm = apply_update(*model, opt, decay, tc, lr, step);
     cursor.step = step + 1;
     last_loss = fb.loss;
     tokens_done += double(B) * T;
@@ -203,6 +205,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   summary["steps"] = tc.steps;
   summary["parameters"] = params.total();
   summary["threads"] = thread_count();
+  summary["device"] = model->backend().name();
   summary["final_train_loss"] = last_loss;
   summary["eval"] = last_eval;
   summary["wall_seconds_this_session"] = elapsed;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "engine/backend/cpu_backend.h"
 #include "data/copy_task.h"
 #include "eval/ipmr.h"
 
@@ -105,6 +106,7 @@ class ScriptedModel final : public LanguageModel<float> {
   }
   void backward(StepContext<float>&, const float*, int, int) override {}
   ParameterStore<float>& params() override { return store_; }
+  Backend<float>& backend() override { return backend_; }
   const ModelConfig& config() const override { return cfg_; }
 
  private:
@@ -112,6 +114,7 @@ class ScriptedModel final : public LanguageModel<float> {
   int n_;
   float other_peak_;
   ParameterStore<float> store_;
+  CpuBackend<float> backend_;
 };
 }  // namespace
 

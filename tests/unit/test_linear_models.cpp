@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "config/config.h"
+#include "engine/backend/cpu_backend.h"
 #include "models/mixers.h"
 #include "tiny_model.h"
 
@@ -142,12 +143,13 @@ TEST(MixerDecode, StepByStepMatchesParallelForward) {
     ParameterStore<double> store;
     auto mixer = make_mixer<double>(store, "m", 0, dc.letter, cfg.model);
     store.finalize(5);
-    mixer->after_init();
+    mixer->after_init(store.values());
     const int B = 2, Tn = 9, C = cfg.model.d_model;
     std::vector<double> x = test::random_vector<double>(size_t(B) * Tn * C, 11);
     std::vector<double> y(x.size()), y_step(x.size());
     Arena arena;
-    StepContext<double> ctx{arena};
+    CpuBackend<double> backend;
+    StepContext<double> ctx{arena, backend};
     mixer->forward(ctx, y.data(), x.data(), B, Tn);
     auto state = mixer->start_decode(B);
     std::vector<double> xt(size_t(B) * C), yt(size_t(B) * C);

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "config/config.h"
+#include "engine/backend/cpu_backend.h"
 #include "data/copy_task.h"
 #include "eval/attention_maps.h"
 #include "eval/ipmr.h"
@@ -291,6 +292,7 @@ class RecordingModel final : public LanguageModel<float> {
   }
   void backward(StepContext<float>&, const float*, int, int) override {}
   ParameterStore<float>& params() override { return store_; }
+  Backend<float>& backend() override { return backend_; }
   const ModelConfig& config() const override { return cfg_; }
 
   std::vector<int> seen;
@@ -298,6 +300,7 @@ class RecordingModel final : public LanguageModel<float> {
  private:
   ModelConfig cfg_;
   ParameterStore<float> store_;
+  CpuBackend<float> backend_;
 };
 
 }  // namespace

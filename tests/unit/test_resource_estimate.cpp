@@ -110,10 +110,12 @@ TEST(ResourceEstimate, ArenaMatchesTheHighWaterOfARealStep) {
         << v.name << ": predicted " << predicted << " bytes, measured " << train_arena.high_water_bytes();
 
     Arena eval_arena;
-    StepContext<float> ctx{eval_arena};
-    const float* logits = model->forward(ctx, batch.tokens.data(), batch.B, batch.T);
-    masked_cross_entropy(eval_arena, logits, batch.targets.data(), batch.loss_mask.data(), batch.B * batch.T,
-                         model->vocab_size(), false);
+    StepContext<float> ctx{eval_arena, model->backend()};  // what evaluate() does
+    const int* tokens = ctx.upload(std::span<const int>(batch.tokens));
+    const int* targets = ctx.upload(std::span<const int>(batch.targets));
+    const float* mask = ctx.upload(std::span<const float>(batch.loss_mask));
+    const float* logits = model->forward(ctx, tokens, batch.B, batch.T);
+    masked_cross_entropy(ctx, logits, targets, mask, batch.B * batch.T, model->vocab_size(), false);
     const double eval_predicted = forward_arena_bytes(cfg.model, batch.B, batch.T, true);
     worst = std::max(worst, relative_error(eval_predicted, double(eval_arena.high_water_bytes())));
     EXPECT_LT(relative_error(eval_predicted, double(eval_arena.high_water_bytes())), 0.01)

@@ -142,7 +142,7 @@ TEST(Training, NonFiniteLossNamesStepAndModule) {
   }
   // The trace of that forward pass names the first module whose output went non-finite: the poisoned MLP,
   // not the attention before it (which would mean outputs were overwritten after being recorded).
-  EXPECT_EQ(step_detail::first_non_finite_output(trace), "layers.1.mlp");
+  EXPECT_EQ(step_detail::first_non_finite_output(model->backend(), trace), "layers.1.mlp");
 }
 
 TEST(Training, DivergingRunStopsWithADiagnostic) {

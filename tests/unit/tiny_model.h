@@ -33,12 +33,14 @@ struct TinyModel {
   // logits_out (if given) receives the logits.
   double loss(bool with_grad, std::vector<T>* logits_out = nullptr) {
     arena.reset();
-    StepContext<T> ctx{arena};
+    StepContext<T> ctx{arena, model->backend()};
     const int V = model->vocab_size();
-    const T* logits = model->forward(ctx, batch.tokens.data(), batch.B, batch.T);
+    const int* tokens = ctx.upload(std::span<const int>(batch.tokens));
+    const int* targets = ctx.upload(std::span<const int>(batch.targets));
+    const float* mask = ctx.upload(std::span<const float>(batch.loss_mask));
+    const T* logits = model->forward(ctx, tokens, batch.B, batch.T);
     if (logits_out) logits_out->assign(logits, logits + size_t(batch.B) * batch.T * V);
-    LossResult<T> r = masked_cross_entropy(arena, logits, batch.targets.data(), batch.loss_mask.data(),
-                                           batch.B * batch.T, V, with_grad);
+    LossResult<T> r = masked_cross_entropy(ctx, logits, targets, mask, batch.B * batch.T, V, with_grad);
     if (with_grad) {
       model->params().zero_grad();
       model->backward(ctx, r.dlogits, batch.B, batch.T);

@@ -1,0 +1,184 @@
+#pragma once
+// The backend seam (docs/engine.md#backends), in the spirit of ggml's backend interface: every computation a module
+// does on activation or parameter memory goes through one of these ops, so a module is written once for every
+// device. The CPU backend (cpu_backend.h) runs today's kernels in src/engine/ops/; a CUDA backend implements the
+// same list with its own kernels over device memory.
+//
+// Conventions are the kernels' (src/engine/ops/README.md): every pointer is device memory of this backend's
+// memory() unless its comment says host; tensors are contiguous row-major unless a row stride ld* is given; forward
+// outputs and input gradients are written, parameter gradients accumulated. Every reduction is deterministic: the
+// same inputs give the same bits on every run (no floating-point atomics, no schedule-dependent order).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/backend/memory.h"
+#include "engine/ops/adamw/adamw.h"
+#include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "engine/ops/gla/gates.h"
+
+namespace canonlab {
+
+// train.precision. fp32: everything in fp32. bf16: the linear layers' GEMMs take bf16 inputs (the weights from a
+// bf16 shadow of the fp32 master weights, the activations rounded at each GEMM) and accumulate in fp32; master
+// weights, gradient reductions, AdamW moments, norms, softmax and the loss stay fp32.
+enum class Precision { fp32, bf16 };
+
+template <class T>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // Where this backend's tensors live; the arena, the parameter store and the optimizer allocate from it.
+  virtual DeviceMemory& memory() = 0;
+  virtual Precision precision() const = 0;
+  // "cpu", "cuda:0": for messages and metrics
+  virtual std::string name() const = 0;
+
+  // ---- linear layers (engine/ops/linear): y = x wᵀ + b; in bf16 precision with bf16 inputs (w the shadow) ----
+  virtual void linear_forward(T* y, int ldy, const T* x, int ldx, const T* w, const T* b, int N, int IN, int OUT) = 0;
+  virtual void linear_backward(T* dx, int lddx, T* dw, T* db, const T* dy, int lddy, const T* x, int ldx, const T* w,
+                               int N, int IN, int OUT) = 0;
+  // dst = the bf16 rounding of src, as T (the shadow weights of bf16 precision); dst may alias src. (n)
+  virtual void round_to_bf16(T* dst, const T* src, size_t n) = 0;
+
+  // ---- norms (engine/ops/norm, engine/ops/gated_rmsnorm) ----
+  virtual void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int C, T eps) = 0;
+  virtual void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C) = 0;
+  virtual void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C, T eps) = 0;
+  virtual void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
+                                  const T* rstd, int N, int C) = 0;
+  virtual void gated_rmsnorm_forward(T* y, T* rstd, const T* x, const T* z, const T* w, int N, int G, int Cg, int Cw,
+                                     T eps, GateOrder order) = 0;
+  virtual void gated_rmsnorm_backward(T* dx, T* dz, T* dw, const T* dy, const T* x, const T* z, const T* w,
+                                      const T* rstd, int N, int G, int Cg, int Cw, GateOrder order) = 0;
+
+  // ---- attention (engine/ops/attention, engine/ops/rope) ----
+  virtual void rope_forward(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double base) = 0;
+  virtual void rope_backward(T* dx, int ld, int B, int Tn, int H, int D, int rope_dim, double base) = 0;
+  // probs: (B, H, Tn, Tn), kept for backward and read by probes
+  virtual void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int ld_qkv,
+                                 const T* alibi_slopes, int window, int B, int Tn, int H, int D, T scale) = 0;
+  // Elements of scratch attention_backward needs (need not be initialised).
+  virtual size_t attention_scratch_size(int Tn) const = 0;
+  virtual void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* probs, const T* q,
+                                  const T* k, const T* v, int ld_qkv, int window, int B, int Tn, int H, int D, T scale,
+                                  T* scratch) = 0;
+
+  // ---- convolutions (engine/ops/canon_conv, engine/ops/short_conv) ----
+  virtual void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int C, int K, int G) = 0;
+  virtual void canon_conv_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight, int B, int Tn,
+                                   int C, int K, int G) = 0;
+  virtual void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) = 0;
+  virtual void short_conv_act_backward(T* dpre, const T* dy, int lddy, const T* pre, int N, int C, bool silu) = 0;
+  virtual void short_conv_bias_backward(T* db, const T* dpre, int N, int C) = 0;
+
+  // ---- activations (engine/ops/activation) ----
+  virtual void gelu_forward(T* y, const T* x, size_t n) = 0;
+  virtual void gelu_backward(T* dx, const T* dy, const T* x, size_t n) = 0;
+  virtual void silu_forward(T* y, const T* x, size_t n) = 0;
+  virtual void silu_backward(T* dx, const T* dy, const T* x, size_t n) = 0;
+  virtual void relu2_forward(T* y, const T* x, size_t n) = 0;
+  virtual void relu2_backward(T* dx, const T* dy, const T* x, size_t n) = 0;
+  virtual void elu_forward(T* y, const T* x, size_t n) = 0;
+  virtual void elu_backward(T* dx, const T* dy, const T* x, size_t n) = 0;
+  virtual void swiglu_forward(T* y, const T* gate_up, int N, int Hd) = 0;
+  virtual void swiglu_backward(T* dgate_up, const T* dy, const T* gate_up, int N, int Hd) = 0;
+  // sign over the first `width` columns of N rows (sign-STE attention: the q|k columns); dx may alias dy
+  virtual void sign_forward_rows(T* y, int ldy, const T* x, int ldx, int N, int width) = 0;
+  virtual void sign_ste_backward_rows(T* dx, int lddx, const T* dy, int lddy, const T* x, int ldx, int N, int width,
+                                      bool clipped) = 0;
+
+  // ---- embedding and loss (engine/ops/embedding, engine/ops/cross_entropy) ----
+  virtual void embedding_forward(T* out, const int* tokens, const T* table, int N, int C) = 0;
+  virtual void embedding_backward(T* dtable, const T* dout, const int* tokens, int N, int C) = 0;
+  // Returns the masked mean loss (a host value); losses (N) scratch; with dlogits non-null also dlosses (N) scratch
+  // and dlogits (N, V) written.
+  virtual double masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets,
+                                      const float* mask, int N, int V) = 0;
+
+  // ---- elementwise and copies (engine/ops/elementwise) ----
+  virtual void add(T* out, const T* a, const T* b, size_t n) = 0;  // out = a + b, may alias
+  virtual void add_into(T* dst, const T* src, size_t n) = 0;       // dst += src
+  virtual void copy(T* dst, const T* src, size_t n) = 0;
+  virtual void fill_zero(T* dst, size_t n) = 0;
+  virtual void copy_rows(T* dst, int ldd, const T* src, int lds, int rows, int cols) = 0;
+  virtual void shift_add_forward(T* xs, const T* x, int B, int Tn, int C, int offset) = 0;
+  virtual void shift_add_backward(T* dx, const T* dxs, int B, int Tn, int C, int offset) = 0;
+  virtual void add_positions(T* x, const T* pe, int B, int Tn, int C) = 0;
+  virtual void add_positions_backward(T* dpe, const T* dx, int B, int Tn, int C) = 0;
+
+  // ---- Mamba2 (engine/ops/ssd): the SSD scan and its glue ----
+  virtual size_t ssd_states_size(int B, int Tn, int H, int P, int N, int chunk) const = 0;
+  virtual void ssd_forward_chunked(T* y, T* states, const T* x, const T* dt, const T* A, const T* Bm, const T* Cm,
+                                   int B, int Tn, int H, int P, int G, int N, int chunk) = 0;
+  virtual void ssd_backward_chunked(T* dx, T* ddt, T* dA, T* dB, T* dC, const T* dy, const T* states, const T* x,
+                                    const T* dt, const T* A, const T* Bm, const T* Cm, int B, int Tn, int H, int P,
+                                    int G, int N, int chunk) = 0;
+  virtual void ssd_forward_naive(T* y, const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int B, int Tn,
+                                 int H, int P, int G, int N) = 0;
+  virtual void ssd_backward_naive(T* dx, T* ddt, T* dA, T* dB, T* dC, const T* dy, const T* x, const T* dt,
+                                  const T* A, const T* Bm, const T* Cm, int B, int Tn, int H, int P, int G, int N) = 0;
+  virtual void mamba2_split_forward(T* x, T* Bm, T* Cm, T* z, T* dt, const T* xbc, int ld_xbc, const T* mixed,
+                                    const T* dt_bias, int N, int Dp, int Di, int GN, int CD, int H) = 0;
+  virtual void ssd_decay_rates(T* A, const T* A_log, int H) = 0;
+  virtual void ssd_decay_rates_backward(T* dA_log, const T* dA, const T* A, int H) = 0;
+  virtual void mamba2_skip_forward(T* y, const T* D, const T* x, int N, int H, int P) = 0;
+  virtual void mamba2_split_backward(T* dxbc, int ld_dxbc, T* dmixed, T* ddt_bias, T* dD, const T* dx, const T* dy,
+                                     const T* dB, const T* dC, const T* dz, const T* ddt, const T* mixed,
+                                     const T* dt_bias, const T* D, const T* x, int N, int Dp, int Di, int GN, int CD,
+                                     int H, int P) = 0;
+
+  // ---- GLA (engine/ops/gla) ----
+  virtual size_t gla_states_size(int B, int Tn, int H, int K, int V, int chunk) const = 0;
+  virtual void gla_forward_chunked(T* o, T* states, const T* q, const T* k, const T* v, const T* g, int B, int Tn,
+                                   int H, int K, int V, T scale, int chunk) = 0;
+  virtual void gla_backward_chunked(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* states, const T* q,
+                                    const T* k, const T* v, const T* g, int B, int Tn, int H, int K, int V, T scale,
+                                    int chunk) = 0;
+  virtual void gla_forward_naive(T* o, const T* q, const T* k, const T* v, const T* g, int B, int Tn, int H, int K,
+                                 int V, T scale) = 0;
+  virtual void gla_backward_naive(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* q, const T* k, const T* v,
+                                  const T* g, int B, int Tn, int H, int K, int V, T scale) = 0;
+  virtual void gla_feature_forward(T* q, T* k, T* v, const T* qkv, int N, int Kd, int Vd, FeatureMap fm) = 0;
+  virtual void gla_feature_backward(T* dqkv, const T* dq, const T* dk, const T* dv, const T* qkv, int N, int Kd,
+                                    int Vd, FeatureMap fm) = 0;
+  virtual void gla_gate_forward(T* gk, const T* logit, size_t n, double normalizer, double clamp_min) = 0;
+  virtual void gla_gate_backward(T* dlogit, const T* dg, const T* logit, size_t n, double normalizer,
+                                 double clamp_min) = 0;
+
+  // ---- (Gated) DeltaNet (engine/ops/delta_rule); g and dg null for DeltaNet ----
+  virtual size_t delta_rule_states_size(int B, int Tn, int H, int K, int V, int chunk) const = 0;
+  virtual void delta_rule_forward_chunked(T* o, T* states, const T* q, const T* k, const T* v, const T* beta,
+                                          const T* g, int B, int Tn, int H, int K, int V, T scale, int chunk) = 0;
+  virtual void delta_rule_backward_chunked(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, const T* states,
+                                           const T* q, const T* k, const T* v, const T* beta, const T* g, int B,
+                                           int Tn, int H, int K, int V, T scale, int chunk) = 0;
+  virtual void delta_rule_forward_naive(T* o, const T* q, const T* k, const T* v, const T* beta, const T* g, int B,
+                                        int Tn, int H, int K, int V, T scale) = 0;
+  virtual void delta_rule_backward_naive(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, const T* q, const T* k,
+                                         const T* v, const T* beta, const T* g, int B, int Tn, int H, int K, int V,
+                                         T scale) = 0;
+  virtual void delta_inputs_forward(T* q, T* k, T* v, T* q_rstd, T* k_rstd, T* beta, T* g, const T* qkv,
+                                    const T* beta_logit, const T* a_logit, const T* A_log, const T* dt_bias, int N,
+                                    int H, int K, int Vd, double beta_scale) = 0;
+  virtual void delta_beta_backward(T* dlogit, const T* dbeta, const T* beta_logit, size_t n, double beta_scale) = 0;
+  virtual void delta_decay_backward(T* du, T* dA_log, T* ddt_bias, const T* dg, const T* a_logit, const T* g,
+                                    const T* A_log, const T* dt_bias, int N, int H) = 0;
+  virtual void delta_inputs_backward(T* dqkv, const T* dq, const T* dk, const T* dv, const T* q, const T* k,
+                                     const T* q_rstd, const T* k_rstd, int N, int H, int K, int Vd) = 0;
+
+  // ---- optimizer and checks (engine/ops/adamw) ----
+  // sqrt(Σ g²) in double, in a fixed order (a host value)
+  virtual double global_norm(const T* g, size_t n) = 0;
+  virtual void scale(T* x, size_t n, double coef) = 0;  // x = T(double(x) · coef)
+  virtual void adamw_update(T* params, const T* grads, float* m, float* v, const uint8_t* decay, size_t n,
+                            const AdamWCoefficients& c) = 0;
+  // The index of the first non-finite value of x (n when all are finite), a host value
+  virtual size_t first_non_finite(const T* x, size_t n) = 0;
+};
+
+}  // namespace canonlab
