@@ -296,8 +296,12 @@ class Builder {
         "row. Runs that failed, are unfinished or lack the metric are shown as such and left out of every statistic. "
         "std is the sample standard deviation (n − 1). A comparison pairs runs by `" + plan_.row.name +
         "`: Δ = B − A per " + plan_.row.name + "; p is the one-sided probability, if B were no better than A "
-        "(each Δ equally likely to have either sign), of a total Δ at least as large as observed. The test is named "
-        "beside each p (sign-flip permutation: exact for up to 20 pairs); the t-test p is for reference only.");
+        "(each Δ equally likely to have either sign), of a total Δ at least as favourable to B as observed. " +
+        (metric_.higher_is_better ? std::string("Higher `") + plan_.metric + "` is better."
+                                            : std::string("Lower `") + plan_.metric + "` is better: B wins where "
+                                              "its value is lower, and p tests B < A.") +
+        " The test is named beside each p (sign-flip permutation: exact for up to 20 pairs); the t-test p is for "
+        "reference only.");
     std::vector<std::string> metrics;
     for (const MetricInfo& m : documented_metrics()) metrics.push_back("`" + m.name + "`: " + m.description);
     doc_.paragraph("**Metrics** (choose with `--metric`; percentages of queries or tokens unless a loss):");
@@ -371,17 +375,23 @@ class Builder {
 
     if (!plan_.compare.empty()) {
       doc::Table cmp;
-      cmp.header = {"A", "B", "pairs", "mean Δ (B − A)", "std Δ", "B wins / losses / ties", "p (one-sided, B > A)",
-                    "test", "t-test p"};
+      // For a metric where lower is better (bpc, losses) the test runs on the negated values, so that "B wins" and
+      // p always mean "B is better than A"; Δ stays B − A in the metric's own units.
+      const double sign = metric_.higher_is_better ? 1.0 : -1.0;
+      cmp.header = {"A", "B", "pairs", "mean Δ (B − A)", "std Δ", "B wins / losses / ties",
+                    metric_.higher_is_better ? "p (one-sided, B > A)" : "p (one-sided, B < A)", "test", "t-test p"};
       cmp.numeric = {false, false, true, true, true, true, true, false, true};
       for (const auto& [a_label, b_label] : plan_.compare) {
         const auto ia = size_t(std::find(col.labels.begin(), col.labels.end(), a_label) - col.labels.begin());
         const auto ib = size_t(std::find(col.labels.begin(), col.labels.end(), b_label) - col.labels.begin());
-        const stats::PairedComparison pc = stats::compare_paired(values[ia], values[ib]);
+        std::vector<double> a_oriented = values[ia], b_oriented = values[ib];
+        for (double& v : a_oriented) v *= sign;
+        for (double& v : b_oriented) v *= sign;
+        const stats::PairedComparison pc = stats::compare_paired(a_oriented, b_oriented);
         cmp.rows.push_back({{col.name + "=" + a_label},
                             {col.name + "=" + b_label},
                             {std::to_string(pc.n)},
-                            {fmt_spread(pc.mean_delta, true)},
+                            {fmt_spread(sign * pc.mean_delta, true)},
                             {fmt_spread(pc.std_delta)},
                             {std::to_string(pc.wins) + " / " + std::to_string(pc.losses) + " / " + std::to_string(pc.ties)},
                             {fmt_p(pc.p_value), std::isfinite(pc.p_value) && pc.p_value <= 0.05},

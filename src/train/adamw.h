@@ -37,12 +37,27 @@ DeviceBuffer<uint8_t> device_decay_mask(const ParameterStore<T>& store, const st
   return DeviceBuffer<uint8_t>(store.memory(), mask);
 }
 
-// Scales gradients so their global norm is at most max_norm (torch.nn.utils.clip_grad_norm_ semantics).
+// The factor clipping multiplies gradients by (torch.nn.utils.clip_grad_norm_ semantics); 1 = no clipping.
+inline double clip_coefficient(double norm, double max_norm) {
+  return max_norm <= 0 ? 1.0 : std::min(1.0, max_norm / (norm + 1e-6));
+}
+
+// Scales gradients so their global norm is at most max_norm.
 template <class T>
 void clip_grad_norm(Backend<T>& backend, std::span<T> grads, double norm, double max_norm) {
-  if (max_norm <= 0) return;
-  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+  const double coef = clip_coefficient(norm, max_norm);
   if (coef < 1.0) backend.scale(grads.data(), grads.size(), coef);
+}
+
+// The per-step scalars of update t (1-based) at learning rate lr.
+inline AdamWCoefficients adamw_coefficients(const TrainConfig& c, int64_t t, double lr) {
+  const double bc1 = 1.0 - std::pow(c.beta1, double(t));
+  const double bc2 = 1.0 - std::pow(c.beta2, double(t));
+  AdamWCoefficients k;
+  k.beta1 = float(c.beta1), k.beta2 = float(c.beta2);
+  k.step = float(lr / bc1), k.rsqrt_bc2 = float(1.0 / std::sqrt(bc2)), k.eps = float(c.eps);
+  k.decay_shrink = float(1.0 - lr * c.weight_decay);
+  return k;
 }
 
 template <class T>
@@ -55,12 +70,7 @@ void adamw_step(Backend<T>& backend, std::span<T> params, std::span<const T> gra
     st.v.fill_zero();
   }
   st.t += 1;
-  const double bc1 = 1.0 - std::pow(c.beta1, double(st.t));
-  const double bc2 = 1.0 - std::pow(c.beta2, double(st.t));
-  AdamWCoefficients k;
-  k.beta1 = float(c.beta1), k.beta2 = float(c.beta2);
-  k.step = float(lr / bc1), k.rsqrt_bc2 = float(1.0 / std::sqrt(bc2)), k.eps = float(c.eps);
-  k.decay_shrink = float(1.0 - lr * c.weight_decay);
+  const AdamWCoefficients k = adamw_coefficients(c, st.t, lr);
   backend.adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), decay.data(), params.size(), k);
 }
 

@@ -9,7 +9,9 @@
 #include <span>
 #include <vector>
 
+#include "engine/ops/adamw/adamw.h"
 #include "engine/ops/adamw/cuda.h"
+#include "engine/ops/elementwise/elementwise.h"
 #include "gpu_test.h"
 #include "train/adamw.h"
 
@@ -46,13 +48,12 @@ TEST_P(GpuAdamW, NormClipAndUpdateMatchCpu) {
 
   for (int64_t t : {int64_t(1), int64_t(2), int64_t(1000)}) {
     // CPU: clip with the GPU's norm, then adamw_step from state t - 1
-    std::vector<float> p_cpu = params, g_cpu = grads;
-    AdamWState st;
-    st.m = m0;
-    st.v = v0;
-    st.t = t - 1;
-    clip_grad_norm<float>(std::span<float>(g_cpu), std::sqrt(sumsq), max_norm);
-    adamw_step<float>(std::span<float>(p_cpu), std::span<const float>(g_cpu), st, decay, tc, lr);
+    // (the CPU ops themselves, not CpuBackend: this binary links no CPU GEMM library, docs/gpu.md)
+    std::vector<float> p_cpu = params, g_cpu = grads, m_cpu = m0, v_cpu = v0;
+    const double coef = clip_coefficient(std::sqrt(sumsq), max_norm);
+    if (coef < 1.0) canonlab::scale(g_cpu.data(), n, coef);
+    canonlab::adamw_update(p_cpu.data(), g_cpu.data(), m_cpu.data(), v_cpu.data(), decay.data(), n,
+                           adamw_coefficients(tc, t, lr));
 
     auto p_d = to_device(params), m_d = to_device(m0), v_d = to_device(v0);
     const auto decay_d = to_device(decay);
@@ -64,15 +65,16 @@ TEST_P(GpuAdamW, NormClipAndUpdateMatchCpu) {
     sync();
     const auto p_gpu = p_d.download();
     EXPECT_TRUE(bit_equal(p_gpu, p_cpu)) << "params, t=" << t;
-    EXPECT_TRUE(bit_equal(m_d.download(), st.m)) << "m, t=" << t;
-    EXPECT_TRUE(bit_equal(v_d.download(), st.v)) << "v, t=" << t;
+    EXPECT_TRUE(bit_equal(m_d.download(), m_cpu)) << "m, t=" << t;
+    EXPECT_TRUE(bit_equal(v_d.download(), v_cpu)) << "v, t=" << t;
     const auto bits = shadow.download(), want = to_bf16_bits(p_gpu);
     EXPECT_EQ(0, std::memcmp(bits.data(), want.data(), n * sizeof(cuda::Bf16))) << "bf16 shadow, t=" << t;
   }
 
   // clip_grad_norm alone, as the CPU op
   std::vector<float> g_cpu = grads;
-  clip_grad_norm<float>(std::span<float>(g_cpu), std::sqrt(sumsq), max_norm);
+  const double coef = clip_coefficient(std::sqrt(sumsq), max_norm);
+  if (coef < 1.0) canonlab::scale(g_cpu.data(), n, coef);
   auto gc_d = to_device(grads);
   cuda::clip_grad_norm(stream(), gc_d.data(), n, sumsq_d.data(), max_norm);
   sync();

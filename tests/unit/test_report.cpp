@@ -408,6 +408,31 @@ TEST(Report, LossMetricsPrintAsPlainNumbers) {
   expect_contains(doc.markdown, "| 0.000 |");  // std of identical losses
 }
 
+// For a metric where lower is better (bpc, losses), "B wins" and p mean B lower than A; Δ stays B − A.
+TEST(Report, LowerIsBetterMetricsCompareTowardsLower) {
+  std::vector<FixtureRun> runs;
+  for (const std::string& seed : kSeeds)
+    for (const std::string layer : {"L0", "L1", "L2"}) runs.push_back({{{"layer", layer}, {"seed", seed}}, Fate::done, 0.5, {}});
+  const fs::path dir = write_sweep("lower", layer_seed_axes(), runs);
+  for (size_t i = 0; i < kSeeds.size(); i++)  // eval loss: L1 = L0 - 0.1 on every seed, L2 = L0 + 0.1
+    for (const auto& [layer, loss] : {std::pair{"L0", 2.0 + 0.01 * double(i)}, std::pair{"L1", 1.9 + 0.01 * double(i)},
+                                      std::pair{"L2", 2.1 + 0.01 * double(i)}}) {
+      const fs::path file = dir / "runs" / (std::string("layer=") + layer + "__seed=" + kSeeds[i]) / "summary.json";
+      json s = json::parse(read(file));
+      s["eval"]["loss"] = loss;
+      write(file, s.dump());
+    }
+  ReportRequest req;
+  req.metric = "eval_loss";
+  const std::string md = build(dir, req).markdown;
+  expect_contains(md, "p (one-sided, B < A)");
+  expect_contains(md, "Lower `eval_loss` is better");
+  expect_contains(md, "| layer=L0 | layer=L1 | 9 | -0.100 |");
+  expect_contains(md, "| 9 / 0 / 0 | **0.0020** |");  // every seed lower: p = 1/512
+  expect_contains(md, "| layer=L0 | layer=L2 | 9 | +0.100 |");
+  expect_contains(md, "| 0 / 9 / 0 | 1.0000 |");
+}
+
 TEST(Svg, HeatmapIsWellFormedAndColoursTheExtremes) {
   svg::Heatmap h;
   h.title = "a <b> & \"c\"";
