@@ -12,6 +12,9 @@ bin=${1:-build/canonlab}
 [[ -x "$bin" ]] || { echo "error: $bin is not an executable; build first (scripts/build.sh) or name the binary" >&2; exit 1; }
 command -v bible > /dev/null || { echo "error: the 'bible' program is missing; apt-get install bible-kjv (scripts/install-deps.sh)" >&2; exit 1; }
 mkdir -p runs/data
+# One preparer at a time (tests run in parallel may all ask for the data): the others wait, then find it complete.
+exec 9> runs/data/.prepare.lock
+flock 9
 if [[ ! -s runs/data/kjv.txt ]]; then
   # bible prints a header line, then per chapter a reference line and the verses indented by two spaces; keep the
   # verses, one chapter per paragraph (the documents: --doc-delimiter '\n\n').

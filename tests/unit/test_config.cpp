@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "config/schema.h"
 #include "engine/error.h"
+#include "text_presets_data.h"
 
 #ifndef CANONLAB_SOURCE_DIR
 #define CANONLAB_SOURCE_DIR "."
@@ -122,6 +123,7 @@ TEST(Config, EmptySectionKeepsDefaults) {
 // ---------------------------------------------------------------------------------------------- files
 
 TEST(ConfigFiles, EveryConfigLoads) {
+  test_support::ensure_text_presets_data();
   auto files = all_config_files();
   EXPECT_GE(files.size(), 35u);
   for (const auto& file : files) {
@@ -470,6 +472,7 @@ TEST(ConfigAlias, TyposInsideAliasAreCaught) {
 // ---------------------------------------------------------------------------------------------- round trips
 
 TEST(ConfigRoundTrip, YamlIsExactForEveryConfigFile) {
+  test_support::ensure_text_presets_data();
   for (const auto& file : all_config_files()) {
     SCOPED_TRACE(file.string());
     std::string first = config_to_yaml(load_config(file.string(), {}));
@@ -478,6 +481,7 @@ TEST(ConfigRoundTrip, YamlIsExactForEveryConfigFile) {
 }
 
 TEST(ConfigRoundTrip, JsonIsExactForEveryConfigFile) {
+  test_support::ensure_text_presets_data();
   for (const auto& file : all_config_files()) {
     SCOPED_TRACE(file.string());
     RunConfig c = load_config(file.string(), {});

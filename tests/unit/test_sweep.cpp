@@ -4,6 +4,7 @@
 // foreign run directories are refused with messages that say why.
 #include <gtest/gtest.h>
 
+#include "text_presets_data.h"
 #include "cli_runner.h"
 
 #include <fcntl.h>
@@ -747,6 +748,7 @@ TEST(SweepAdoption, RunsLeftByAnotherSweepAreCheckedToo) {
 // Every study shipped in configs/sweeps/ and configs/text/sweeps/ and every paper grid in configs/paper/sweeps/ must
 // stay loadable (each of its runs resolves) as the config schema evolves.
 TEST(SweepGrid, EveryShippedSweepFileExpands) {
+  test_support::ensure_text_presets_data();
   int files = 0;
   for (const std::string folder : {"/configs/sweeps", "/configs/paper/sweeps", "/configs/text/sweeps"}) {
     for (const auto& entry : fs::directory_iterator(std::string(CANONLAB_SOURCE_DIR) + folder)) {
