@@ -35,6 +35,8 @@ struct Batch {
 
 // Streams: training batches use stream = step; held-out data uses streams at and above kHeldOutStream.
 inline constexpr uint64_t kHeldOutStream = uint64_t(1) << 62;
+// Held-out batch i of suite s has stream kHeldOutStream + s * kHeldOutSuiteStride + i (make_eval_batches).
+inline constexpr uint64_t kHeldOutSuiteStride = 1000003;
 
 // A metric accumulated over batches as sum / count (accuracy = hits / scored tokens, bpc = bits / chars, ...).
 struct MetricSum {
@@ -77,6 +79,12 @@ class Task {
   // Held-out evaluation by teacher forcing runs over one or more suites (Depo: k = K and k = K/2), each with its
   // own sequences. sample_eval defaults to sample().
   virtual std::vector<std::string> eval_suites() const { return {""}; }
+  // Held-out batches of `batch_rows` rows per suite and evaluation: `configured` (train.eval_batches) unless the
+  // task's held-out set has its own size (text with task.text.eval_whole_split: every window once).
+  virtual int eval_batch_count(int configured, int batch_rows) const {
+    (void)batch_rows;
+    return configured;
+  }
   virtual void sample_eval(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index, int suite) const {
     (void)suite;
     sample(batch, row, seed, stream, index);

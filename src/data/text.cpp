@@ -133,11 +133,15 @@ void TextTask::sample(Batch& batch, int row, uint64_t seed, uint64_t stream, uin
   fill_row(batch, row, *train_, training_window_start(seed, stream, index));
 }
 
+namespace {
+// The held-out window an eval row asks for, before wrapping: rows follow each other across the batches of a suite.
+uint64_t heldout_row_number(uint64_t stream, uint64_t index, int batch_rows) {
+  return ((stream - kHeldOutStream) % kHeldOutSuiteStride) * uint64_t(batch_rows) + index;
+}
+}  // namespace
+
 uint64_t TextTask::heldout_window_start(uint64_t stream, uint64_t index, int batch_rows) const {
-  // make_eval_batches numbers eval batches kHeldOutStream + suite * 1000003 + i; rows follow each other across batches.
-  const uint64_t batch_number = (stream - kHeldOutStream) % 1000003;
-  const uint64_t k = (batch_number * uint64_t(batch_rows) + index) % uint64_t(heldout_windows());
-  return k * uint64_t(context_);
+  return heldout_row_number(stream, index, batch_rows) % uint64_t(heldout_windows()) * uint64_t(context_);
 }
 
 void TextTask::sample_eval(Batch& batch, int row, uint64_t seed, uint64_t stream, uint64_t index, int suite) const {
@@ -145,8 +149,7 @@ void TextTask::sample_eval(Batch& batch, int row, uint64_t seed, uint64_t stream
   fill_row(batch, row, *val_, heldout_window_start(stream, index, batch.B));
   // Rows past the last window repeat earlier ones; they count neither in bpc nor in the loss, so every window
   // weighs once.
-  const uint64_t k = ((stream - kHeldOutStream) % 1000003) * uint64_t(batch.B) + index;
-  if (k >= uint64_t(heldout_windows()))
+  if (heldout_row_number(stream, index, batch.B) >= uint64_t(heldout_windows()))
     for (int t = 0; t < batch.T; t++) {
       const size_t i = size_t(row) * size_t(batch.T) + size_t(t);
       batch.score_mask[i] = 0.f;

@@ -10,7 +10,7 @@
 //                  targets = train[o + 1, o + T]. Windows may overlap and straddle documents and shards.
 //   evaluation:    the held-out split tiled by W = floor((N_val - 1) / T) non-overlapping windows; window k has tokens
 //                  val[kT, kT + T) and targets val[kT + 1, kT + T]. Eval row `index` of batch i (stream
-//                  kHeldOutStream + suite * 1000003 + i) is window k = i * B + index; rows with k >= W repeat window
+//                  kHeldOutStream + suite * kHeldOutSuiteStride + i) is window k = i * B + index; rows with k >= W repeat window
 //                  k mod W and are neither scored nor in the loss, so every window counts once.
 // Metrics: bpb = sum of -log2 p(target) over the scored targets / the bytes those targets stand for
 // (Tokenizer::token_bytes; <eod> stands for none); bpc the same over their characters (utf8::count_characters).
@@ -36,9 +36,8 @@ class TextTask final : public Task {
   std::vector<std::string> metric_names() const override { return {"bpc", "bpb"}; }
   void score(const Batch& batch, const float* logits, int suite, MetricSums& sums) const override;
 
-  // Held-out batches of `batch_rows` rows per evaluation: `configured` (train.eval_batches), or with
-  // task.text.eval_whole_split as many as it takes to score every window once.
-  int eval_batch_count(int configured, int batch_rows) const;
+  // With task.text.eval_whole_split as many batches as it takes to score every held-out window once.
+  int eval_batch_count(int configured, int batch_rows) const override;
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   bool from_data_directory() const { return bytes_.empty(); }

@@ -21,10 +21,11 @@ const float* logits_over_task_vocab(const float* logits, int rows, int model_voc
 std::vector<EvalBatch> make_eval_batches(const Task& task, const RunConfig& cfg) {
   std::vector<EvalBatch> batches;
   const std::vector<std::string> suites = task.eval_suites();
+  const int count = task.eval_batch_count(cfg.train.eval_batches, cfg.train.batch_size);
   for (int s = 0; s < int(suites.size()); s++)
-    for (int i = 0; i < cfg.train.eval_batches; i++)
+    for (int i = 0; i < count; i++)
       batches.push_back({s, task.make_eval_batch(cfg.train.batch_size, cfg.train.data_seed,
-                                                  kHeldOutStream + uint64_t(s) * 1000003 + uint64_t(i), s)});
+                                                  kHeldOutStream + uint64_t(s) * kHeldOutSuiteStride + uint64_t(i), s)});
   return batches;
 }
 

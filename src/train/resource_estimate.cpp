@@ -521,9 +521,10 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   if (bf16)  // as floats: the emulated path's size, twice the native path's bf16 storage
     add("bf16 GEMM operands, converted (the largest GEMM's two inputs)", bf16_gemm_scratch_elements(m, B * T) * kFloat,
         batch_keys + ", model.d_model, model.vocab_size", running);
+  const int eval_batches = task->eval_batch_count(t.eval_batches, t.batch_size);
   add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
-          std::to_string(t.eval_batches) + ")",
-      suites * t.eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running);
+          std::to_string(eval_batches) + ")",
+      suites * eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running);
   if (m.vocab_size > task->vocab_size())
     add("eval logits cut to the task's vocabulary", B * T * task->vocab_size() * kFloat,
         "model.vocab_size, " + batch_keys, running);
@@ -557,7 +558,7 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   const double probe_forwards = ipmr ? double(cfg.probe.n_sequences) / B : 0;
   e.evaluations = training ? evaluation_count(t) : 1;
   e.total_flops = (training ? double(t.steps) * e.flops_per_step : 0) +
-                  forward_flops * (e.evaluations * suites * t.eval_batches + probe_forwards);
+                  forward_flops * (e.evaluations * suites * eval_batches + probe_forwards);
   return e;
 }
 

@@ -128,13 +128,17 @@ TEST(TextTaskShards, WholeSplitEvaluationScoresEveryWindowOnce) {
   cfg.text.eval_whole_split = true;
   const TextTask task(cfg);
   const int W = task.heldout_windows(), B = 5;
-  const int batches = task.eval_batch_count(2, B);
-  ASSERT_EQ(batches, (W + B - 1) / B);
+  ASSERT_EQ(task.eval_batch_count(2, B), (W + B - 1) / B);
+  // The batches the trainer evaluates on (make_eval_batches), not train.eval_batches = 2 of them.
+  RunConfig run;
+  run.task = cfg;
+  run.train.eval_batches = 2;
+  run.train.batch_size = B;
+  const std::vector<EvalBatch> batches = make_eval_batches(task, run);
+  ASSERT_EQ(int(batches.size()), (W + B - 1) / B);
   int scored_rows = 0;
-  for (int i = 0; i < batches; i++) {
-    const Batch b = task.make_eval_batch(B, 0, kHeldOutStream + uint64_t(i), 0);
-    for (int r = 0; r < B; r++) scored_rows += b.score_mask[size_t(r) * 64] != 0.f;
-  }
+  for (const EvalBatch& eb : batches)
+    for (int r = 0; r < B; r++) scored_rows += eb.batch.score_mask[size_t(r) * 64] != 0.f;
   EXPECT_EQ(scored_rows, W);
 }
 
