@@ -56,6 +56,11 @@ if ((bundle_only)); then
   rm -rf "$bundle"
   mkdir -p "$bundle"
   cp "$root/build-cuda/tests/gpu/canonlab_gpu_tests" "$bundle/"
+  # The NCCL communicator's tests, when the toolkit has NCCL: a binary of their own (they load libnccl.so.2).
+  if [[ "$(cmake --build "$root/build-cuda" --target help)" == *canonlab_nccl_tests* ]]; then
+    cmake --build "$root/build-cuda" --target canonlab_nccl_tests -j "$(nproc)"
+    cp "$root/build-cuda/tests/gpu/canonlab_nccl_tests" "$bundle/"
+  fi
   gtest_src=/usr/src/googletest
   [[ -f "$gtest_src/CMakeLists.txt" ]] || { echo "error: $gtest_src missing: apt-get install googletest" >&2; exit 2; }
   mkdir -p "$bundle/googletest"
@@ -191,6 +196,22 @@ for s in "${suites[@]}"; do
   ((rc != 0)) && status=1
   echo "$s|$rc|$((SECONDS - t0))|$note" >>"$results/runs"
 done
+
+# ---- the NCCL communicator (tests/gpu/nccl/): libnccl.so.2 from the toolkit or PyTorch's nvidia-nccl wheel ----
+nccl_status="not run: no canonlab_nccl_tests in the bundle"
+if [[ -x "$bundle/canonlab_nccl_tests" ]]; then
+  nccl_dir="$(python3 -c 'import glob,os,site,sys
+for d in ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"] + site.getsitepackages() + sys.path:
+    for f in glob.glob(os.path.join(d, "**", "libnccl.so.2"), recursive=True):
+        print(os.path.dirname(f)); sys.exit(0)' 2>/dev/null || true)"
+  LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" timeout "$(left)" "$bundle/canonlab_nccl_tests" \
+    >"$out/nccl_tests.log" 2>&1
+  rc=$?
+  cat "$out/nccl_tests.log" >>"$out/gpu_tests.log"
+  if ((rc == 0)); then nccl_status="passed ($(grep -c '^\[       OK \]' "$out/nccl_tests.log") ok, $(grep -c '^\[  SKIPPED \]' "$out/nccl_tests.log") skipped; libnccl from ${nccl_dir:-the loader path})"
+  else nccl_status="FAILED (exit $rc): see nccl_tests.log"; status=1; fi
+fi
+say "NCCL communicator: $nccl_status"
 
 # ---- out-of-bounds accesses: compute-sanitizer's memcheck over the index-heavy suites, if the tool works here ----
 # (it does on Firecracker machines, not on gVisor ones: docs/gpu.md). Advisory in time, binding in result.

@@ -1,12 +1,18 @@
 // canonlab train CONFIG [--set k=v]... [--out DIR] [--resume] [--quiet] [--dry-run]
 // Before anything is allocated the run's memory is estimated (train/resource_estimate.h) and a run that would not
 // fit is refused; --dry-run prints the estimate (memory, parameters, FLOPs, time) and stops there.
+// Started by mpirun / srun --mpi=pmix with N ranks, each process trains its share of every batch
+// (engine/comm/launch.h, docs/cluster.md). A stop signal ends the run after a checkpoint with exit status 75.
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "engine/comm/launch.h"
+#include "engine/error.h"
 #include "train/resource_estimate.h"
 #include "train/trainer.h"
 
@@ -35,7 +41,30 @@ int run_train(const TrainArgs& a) {
   opt.out_dir = a.out.empty() ? "runs/" + std::filesystem::path(a.config_path).stem().string() : a.out;
   opt.resume = a.resume;
   opt.progress = !a.quiet;
-  nlohmann::json s = train(cfg, opt);
+  const LaunchEnvironment launch = detect_launch_environment();
+  const std::unique_ptr<Communicator> comm = make_communicator(launch, cfg.train.device);
+  opt.comm = comm.get();
+  const bool writer = comm->rank() == 0;
+  if (comm->size() > 1 && writer)
+    std::fprintf(stderr, "data-parallel: %d ranks (%s, %s), %d micro-batch(es) of %d sequences per rank\n",
+                 comm->size(), launch.description.c_str(), comm->name().c_str(), cfg.train.micro_batches,
+                 cfg.train.batch_size / (comm->size() * cfg.train.micro_batches));
+  nlohmann::json s;
+  try {
+    s = train(cfg, opt);
+  } catch (const StoppedBySignal& stop) {
+    if (writer)
+      std::fprintf(stderr, "\nstopped by %s: checkpoint at step %d written to %s/checkpoints; continue with --resume\n",
+                   sigabbrev_np(stop.signal) ? (std::string("SIG") + sigabbrev_np(stop.signal)).c_str() : "a signal",
+                   stop.step, opt.out_dir.c_str());
+    return kExitStoppedBySignal;
+  } catch (const std::exception& e) {
+    if (comm->size() == 1) throw;
+    // The other ranks wait in a collective for this one: end them all, saying which rank failed and why.
+    std::fprintf(stderr, "error: rank %d of %d: %s\n", comm->rank(), comm->size(), e.what());
+    comm->abort(2);
+  }
+  if (!writer) return 0;
   std::cout << "\nrun directory: " << opt.out_dir << "\n";
   if (s.contains("eval")) std::cout << "final eval: " << s["eval"].dump() << "\n";
   return 0;

@@ -19,6 +19,7 @@ Command add_debug_dump_command(CLI::App& app);
 Command add_bench_step_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);
+Command add_sweep_task_command(CLI::App& app);  // internal: one Slurm array task (cmd_sweep.cpp)
 Command add_data_command(CLI::App& app);
 
 }  // namespace canonlab::cli

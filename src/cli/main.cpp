@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
       cli::add_debug_dump_command(app),
       cli::add_bench_step_command(app),
       cli::add_sweep_command(app),
+      cli::add_sweep_task_command(app),
       cli::add_report_command(app),
       cli::add_data_command(app),
   };

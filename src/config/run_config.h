@@ -183,7 +183,8 @@ struct TaskConfig {
 
 struct TrainConfig {
   int steps = 3000;
-  int batch_size = 64;
+  int batch_size = 64;          // sequences per step, over all ranks and micro-batches (the global batch)
+  int micro_batches = 1;        // gradient accumulation: each rank's share is computed in this many passes
   double lr = 1e-3;
   std::string schedule = "cosine";  // cosine | linear | constant
   int warmup_steps = 100;

@@ -255,7 +255,11 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(task.text.eval_whole_split, "text: evaluate bpb/bpc on every held-out window (as many batches as that takes) instead of the first train.eval_batches batches"));
 
   add(CANONLAB_KEY(train.steps, "optimizer steps").at_least(1).at_most(kMaxSteps));
-  add(CANONLAB_KEY(train.batch_size, "sequences per step").at_least(1).at_most(kMaxBatch));
+  add(CANONLAB_KEY(train.batch_size, "sequences per step: the global batch, over all ranks and micro-batches").at_least(1).at_most(kMaxBatch));
+  add(CANONLAB_KEY(train.micro_batches, "gradient accumulation: each process computes its share of the batch in this many passes, folding their gradients in order (docs/cluster.md#data-parallel-training-mpi-nccl)")
+          .at_least(1)
+          .at_most(kMaxBatch)
+          .with_rule("divides train.batch_size (with the rank count: ranks x micro_batches divides it)"));
   add(CANONLAB_KEY(train.lr, "peak learning rate").above(0));
   add(CANONLAB_KEY(train.schedule, "learning-rate schedule after warmup").one_of({"cosine", "linear", "constant"}));
   add(CANONLAB_KEY(train.warmup_steps, "linear warmup steps from 0 to lr").at_least(0).at_most(kMaxSteps));

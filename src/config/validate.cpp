@@ -291,6 +291,11 @@ void resolve_and_validate(RunConfig& config) {
     fail("train.device: " + single_quoted(config.train.device) + " is not allowed; allowed: cpu, cuda, cuda:N (N from 0 to " +
          std::to_string(kMaxDeviceIndex) + ")");
 
+  if (config.train.batch_size % config.train.micro_batches != 0)
+    fail("train.micro_batches: " + std::to_string(config.train.micro_batches) + " does not divide train.batch_size = " +
+         std::to_string(config.train.batch_size) + "; allowed: a divisor of the batch (each micro-batch holds batch_size / " +
+         "micro_batches sequences)");
+
   if (config.train.data_seed == 0) config.train.data_seed = config.train.seed + 1;
 }
 

@@ -1,14 +1,19 @@
 #include "sweep/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "engine/error.h"
+
+extern char** environ;
 
 namespace canonlab {
 
@@ -18,7 +23,7 @@ std::string ChildExit::describe() const {
 }
 
 ChildProcess::ChildProcess(const std::string& executable, const std::vector<std::string>& args,
-                           const std::string& log_path) {
+                           const std::string& log_path, bool own_process_group) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<std::string> argv_storage = {executable};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -33,6 +38,7 @@ ChildProcess::ChildProcess(const std::string& executable, const std::vector<std:
   if (pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);  // the sweep died between fork and prctl
+    if (own_process_group) ::setpgid(0, 0);
     sigset_t none;                            // the sweep blocks signals to wait for them; training must not
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -81,6 +87,70 @@ void ChildProcess::terminate() {
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+namespace {
+
+// Reads two pipes to their ends without one filling up while the other is read (poll).
+void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
+  std::array<pollfd, 2> fds = {pollfd{out_fd, POLLIN, 0}, pollfd{err_fd, POLLIN, 0}};
+  std::array<std::string*, 2> targets = {&out, &err};
+  int open_fds = 2;
+  std::array<char, 4096> buffer;
+  while (open_fds > 0) {
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (size_t i = 0; i < fds.size(); i++) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = ::read(fds[i].fd, buffer.data(), buffer.size());
+      if (n > 0) {
+        targets[i]->append(buffer.data(), size_t(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        open_fds--;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv) {
+  CANONLAB_CHECK(!argv.empty(), "run_command needs a program");
+  std::vector<std::string> storage = argv;
+  std::vector<char*> args;
+  for (auto& s : storage) args.push_back(s.data());
+  args.push_back(nullptr);
+  std::array<int, 2> out_pipe{}, err_pipe{};
+  CANONLAB_CHECK(::pipe2(out_pipe.data(), O_CLOEXEC) == 0 && ::pipe2(err_pipe.data(), O_CLOEXEC) == 0,
+                 "cannot run " + argv[0] + ": pipe failed: " + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  pid_t pid = -1;
+  const int spawn_error = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  CommandResult result;
+  if (spawn_error == 0) {
+    drain(out_pipe[0], err_pipe[0], result.output, result.errors);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    result.started = true;
+    if (WIFEXITED(status)) result.exit.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) result.exit.signal = WTERMSIG(status);
+  } else {
+    result.errors = std::strerror(spawn_error);
+  }
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  return result;
 }
 
 }  // namespace canonlab

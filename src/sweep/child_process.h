@@ -18,8 +18,11 @@ struct ChildExit {
 
 class ChildProcess {
  public:
-  // Starts `executable args...` with stdout and stderr appended to log_path.
-  ChildProcess(const std::string& executable, const std::vector<std::string>& args, const std::string& log_path);
+  // Starts `executable args...` with stdout and stderr appended to log_path. With own_process_group the child
+  // leads a process group of its own, so signals sent to the parent's group (Slurm's scancel and time limit
+  // under proctrack/pgid) reach it only through the parent, once.
+  ChildProcess(const std::string& executable, const std::vector<std::string>& args, const std::string& log_path,
+               bool own_process_group = false);
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
   ChildProcess(const ChildProcess&) = delete;
@@ -33,5 +36,14 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
 };
+
+// A short external command (sbatch, squeue, scontrol) run to its end, found on PATH, with stdin from /dev/null.
+struct CommandResult {
+  bool started = false;  // false: not found or not executable
+  ChildExit exit;
+  std::string output;  // stdout
+  std::string errors;  // stderr
+};
+CommandResult run_command(const std::vector<std::string>& argv);
 
 }  // namespace canonlab

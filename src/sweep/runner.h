@@ -5,9 +5,11 @@
 //   SWEEP_DIR/runs/<name>/          one run: run.yaml, train.log, status.json, plus everything `train` writes
 // A run whose summary.json covers all its steps is finished and skipped; one with a checkpoint resumes from it
 // (bit-exact); any other starts afresh. So re-running the same command after a kill loses and repeats nothing.
+// The Slurm launcher (sweep/slurm_launcher.h) shares the directory checks and each run's attempt (run_attempt.h).
 #include <string>
 #include <vector>
 
+#include "sweep/run_attempt.h"
 #include "sweep/sweep_spec.h"
 
 namespace canonlab {
@@ -28,8 +30,10 @@ struct SweepOutcome {
 
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
 
-// A run directory's state on disk, as the runner sees it.
-enum class RunDiskState { fresh, resumable, finished };
-RunDiskState inspect_run_dir(const std::string& run_dir, int steps);
+// Makes `dir` the sweep directory of this grid, for either launcher; the caller holds its .sweep.lock. A different
+// grid recorded in sweep.json is refused unless force (which moves the changed runs to DIR/superseded/), as is a
+// run directory trained with another config; then sweep.json is (re)written.
+void prepare_sweep_directory(const std::string& dir, const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                             bool force);
 
 }  // namespace canonlab

@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
 
 #include "config/yaml_document.h"
 #include "engine/error.h"
+#include "io/strict_number.h"
 
 namespace canonlab {
 
@@ -219,6 +221,92 @@ SweepAxis parse_axis(const YAML::Node& node, const SpecReader& reader) {
   return axis;
 }
 
+// The slurm: section: every value is checked here, so a bad one is reported with its line before anything is
+// submitted, not by sbatch afterwards. Names and sizes are restricted to what cannot break an #SBATCH line.
+std::optional<std::string> slurm_name_problem(const std::string& value) {
+  static const std::regex name(R"([A-Za-z0-9_.+,-]+)");
+  if (std::regex_match(value, name)) return std::nullopt;
+  return "'" + value + "' is not a Slurm name; allowed: letters, digits and '_', '.', '+', '-' (',' between several)";
+}
+
+std::optional<std::string> slurm_time_problem(const std::string& value) {
+  // Slurm's --time formats: minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes,
+  // days-hours:minutes:seconds.
+  static const std::regex time(R"((\d+-)?\d+(:\d+){0,2})");
+  if (std::regex_match(value, time) || value == "UNLIMITED" || value == "INFINITE") return std::nullopt;
+  return "'" + value + "' is not a Slurm time; allowed: minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
+         "days-hours:minutes, days-hours:minutes:seconds (e.g. 90, \"4:00:00\", \"1-12\")";
+}
+
+std::optional<std::string> slurm_mem_problem(const std::string& value) {
+  static const std::regex mem(R"(\d+[KMGT]?)");
+  if (std::regex_match(value, mem)) return std::nullopt;
+  return "'" + value + "' is not a Slurm memory size; allowed: a whole number with an optional unit K, M, G or T "
+         "(e.g. 8G; without a unit, megabytes)";
+}
+
+std::optional<std::string> slurm_integer(int& out, const std::string& value, int lo, int hi) {
+  const std::optional<int> number = parse_integer<int>(value);
+  if (number && *number >= lo && *number <= hi) {
+    out = *number;
+    return std::nullopt;
+  }
+  return "'" + value + "' is not allowed; allowed: a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+std::optional<std::string> slurm_sbatch_line_problem(const std::string& value) {
+  const bool printable = std::ranges::all_of(value, [](char c) { return c == ' ' || c == '\t' || std::isprint(static_cast<unsigned char>(c)); });
+  if (value.size() >= 2 && value[0] == '-' && printable) return std::nullopt;
+  return "'" + value + "' is not an sbatch option; allowed: one option per line as sbatch takes it, starting with '-' "
+         "(e.g. --constraint=a100), without '#SBATCH' and without line breaks";
+}
+
+}  // namespace
+
+std::optional<std::string> set_slurm_setting(SlurmSettings& settings, const std::string& key, const std::string& value) {
+  if (key == "partition" || key == "account" || key == "qos") {
+    if (auto problem = slurm_name_problem(value)) return problem;
+    (key == "partition" ? settings.partition : key == "account" ? settings.account : settings.qos) = value;
+  } else if (key == "time") {
+    if (auto problem = slurm_time_problem(value)) return problem;
+    settings.time = value;
+  } else if (key == "mem") {
+    if (auto problem = slurm_mem_problem(value)) return problem;
+    settings.mem = value;
+  } else if (key == "cpus_per_run") {
+    return slurm_integer(settings.cpus_per_run, value, 1, 4096);
+  } else if (key == "gpus_per_run") {
+    return slurm_integer(settings.gpus_per_run, value, 0, 64);
+  } else if (key == "runs_per_task") {
+    return slurm_integer(settings.runs_per_task, value, 1, 100000);
+  } else if (key == "max_running") {
+    return slurm_integer(settings.max_running, value, 1, 100000);
+  } else if (key == "signal_lead") {
+    return slurm_integer(settings.signal_lead, value, 0, 65535);  // Slurm's largest --signal time
+  } else if (key == "sbatch") {
+    if (auto problem = slurm_sbatch_line_problem(value)) return problem;
+    settings.sbatch.push_back(value);
+  } else {
+    return "unknown key '" + key + "'; allowed: " + kSlurmKeys;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+void parse_slurm_section(const YAML::Node& section, SlurmSettings& settings, const SpecReader& reader) {
+  if (!section.IsMap()) reader.fail(section, std::string("slurm: expected a mapping with any of ") + kSlurmKeys);
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const YAML::Node node = it->second;
+    std::vector<YAML::Node> values = {node};
+    if (key == "sbatch" && node.IsSequence()) values = std::vector<YAML::Node>(node.begin(), node.end());
+    for (const YAML::Node& value : values)
+      if (auto problem = set_slurm_setting(settings, key, reader.scalar(value, "slurm." + key)))
+        reader.fail(key == "sbatch" ? value : it->first, "slurm." + key + ": " + *problem);
+  }
+}
+
 }  // namespace
 
 SweepSpec load_sweep_spec(const std::string& path) {
@@ -226,15 +314,15 @@ SweepSpec load_sweep_spec(const std::string& path) {
   // Size, nesting and alias expansion are bounded here, so every walk below (labels, flow text, the report
   // defaults) is bounded too.
   const YAML::Node root = load_yaml_file(path, "sweep file");
-  if (!root.IsMap()) throw Error(path + ": a sweep file is a mapping with base, axes and optionally set, name, report");
+  if (!root.IsMap()) throw Error(path + ": a sweep file is a mapping with base, axes and optionally set, name, report, slurm");
   for (auto it = root.begin(); it != root.end(); ++it) {
-    static const std::set<std::string> allowed = {"name", "description", "base", "set", "axes", "report"};
+    static const std::set<std::string> allowed = {"name", "description", "base", "set", "axes", "report", "slurm"};
     const std::string k = it->first.Scalar();
     if (!allowed.count(k)) {
       std::string hint = (k == "model" || k == "task" || k == "train" || k == "probe")
                              ? " (config sections go in the base file, or as key paths under set:)"
                              : "";
-      reader.fail(it->first, "unknown sweep field '" + k + "'; allowed: name, description, base, set, axes, report" + hint);
+      reader.fail(it->first, "unknown sweep field '" + k + "'; allowed: name, description, base, set, axes, report, slurm" + hint);
     }
   }
   SweepSpec spec;
@@ -270,6 +358,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
     if (!report.IsMap()) reader.fail(report, "report: expected a mapping like {pivot: [seed, layer], metric: global_ipmr}");
     spec.report = yaml_to_json(report);
   }
+  if (const YAML::Node slurm = root["slurm"]) parse_slurm_section(slurm, spec.slurm, reader);
   return spec;
 }
 

@@ -21,10 +21,23 @@
 //         - {key: model.n_heads, values: [2, 4]}
 //       labels: [small, big]
 //   report: {pivot: [seed, layer], metric: global_ipmr, threshold: 0.5, compare: ["layer=L0:layer=L1"]}
+//   slurm:                                # optional: resources for `canonlab sweep --launcher slurm` (docs/cluster.md)
+//     partition: gpu                      # partition, account, qos: names as Slurm knows them
+//     account: proj42
+//     qos: normal
+//     time: "4:00:00"                     # each array task's limit, in a Slurm time format
+//     mem: 8G                             # --mem of each array task
+//     cpus_per_run: 4                     # --cpus-per-task and train.threads (--threads-per-run)
+//     gpus_per_run: 1                     # --gres=gpu:1
+//     runs_per_task: 2                    # runs trained one after the other in one array task
+//     max_running: 10                     # array tasks at once (--array=0-N%10)
+//     signal_lead: 120                    # seconds before the time limit that SIGUSR1 asks for a checkpoint
+//     sbatch: ["--constraint=a100"]       # further #SBATCH lines, as written
 //
 // Every grid point becomes a run named after its axis values in axis order ("layer=L0__seed=0"), trained from
 // the base config with the shared overrides and then the axis values applied.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +61,32 @@ struct SweepRun {
   RunConfig config;
 };
 
+// The `slurm:` section, or the flags of `canonlab sweep --launcher slurm` (flags win). It is not part of sweep.json:
+// changing resources never makes a sweep directory "a different sweep". Empty or 0 means the cluster's default.
+struct SlurmSettings {
+  std::string partition, account, qos, time, mem;
+  int cpus_per_run = 0;   // 0: --threads-per-run (default 1)
+  int gpus_per_run = 0;   // --gres=gpu:G when > 0
+  int runs_per_task = 1;  // runs one after the other in one array task
+  int max_running = 0;    // the array's %P throttle; 0: no limit
+  int signal_lead = 120;  // --signal=B:USR1@signal_lead (seconds before the time limit)
+  std::vector<std::string> sbatch;  // extra "#SBATCH <line>" lines
+};
+
+// The keys of the slurm: section; flags are the same names with '-' ("--runs-per-task").
+inline const char* const kSlurmKeys =
+    "partition, account, qos, time, mem, cpus_per_run, gpus_per_run, runs_per_task, max_running, signal_lead, sbatch";
+
+// Sets one key of `settings` from its text (a list key such as sbatch gains one line). Returns what is wrong
+// ("'1h' is not a Slurm time; allowed: ...") without saying where: the caller names the file and line or the flag.
+std::optional<std::string> set_slurm_setting(SlurmSettings& settings, const std::string& key, const std::string& value);
+
 struct SweepSpec {
   std::string name, description, source_path, base_path;
   std::vector<ConfigOverride> shared;  // the `set:` section
   std::vector<SweepAxis> axes;
   nlohmann::json report = nlohmann::json::object();  // defaults for `canonlab report`, passed through
+  SlurmSettings slurm;                               // the `slurm:` section (defaults when absent)
 };
 
 // Parses and checks a sweep file; errors name the file, line and key.

@@ -32,9 +32,10 @@ std::string step_stem(int step) {
 // Settings that do not change the numbers a run produces; they may differ between a run and its resume.
 nlohmann::json trajectory_relevant(const RunConfig& cfg) {
   nlohmann::json j = config_to_json(cfg);
-  // device: like threads, it may change the last bits but not the run (a run may resume on another machine)
+  // device: like threads, it may change the last bits but not the run (a run may resume on another machine);
+  // so may micro_batches (the order gradients are summed in), so a job of N ranks may resume on another count
   for (const char* k :
-       {"threads", "device", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
+       {"threads", "device", "micro_batches", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
     j["train"].erase(k);
   j.erase("probe");
   return j;

@@ -509,10 +509,19 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   const double suites = double(task->eval_suites().size());
   const std::string batch_keys = "train.batch_size, " + seq_key;
   if (training) {
-    e.training_arena_bytes = training_arena_bytes(m, t.batch_size, e.seq_len, e.threads);
-    add("activation arena: one training step, forward + backward (evaluation reuses it)", e.training_arena_bytes,
-        arena_keys(m, B, T, seq_key, e.training_arena_bytes), running);
+    // With micro-batches the arena holds one micro-batch's step, unless evaluating a whole batch needs more.
+    const int micro_rows = t.batch_size / std::max(1, t.micro_batches);
+    e.training_arena_bytes = training_arena_bytes(m, micro_rows, e.seq_len, e.threads);
+    if (t.micro_batches > 1)
+      e.training_arena_bytes = std::max(e.training_arena_bytes, forward_arena_bytes(m, t.batch_size, e.seq_len, true));
+    add(t.micro_batches > 1 ? "activation arena: one micro-batch's forward + backward (evaluation reuses it)"
+                            : "activation arena: one training step, forward + backward (evaluation reuses it)",
+        e.training_arena_bytes, arena_keys(m, B, T, seq_key, e.training_arena_bytes) + (t.micro_batches > 1 ? ", train.micro_batches" : ""),
+        running);
     add("training batch", batch_bytes(B, T), batch_keys, running);
+    if (t.micro_batches > 1)
+      add("gradient accumulation: the running sum of the micro-batches' gradients (fp32)", P * kFloat,
+          model_keys + ", train.micro_batches", whole_run);
   } else {
     e.eval_arena_bytes = forward_arena_bytes(m, t.batch_size, e.seq_len, true);
     add("activation arena: one evaluation forward pass", e.eval_arena_bytes,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "config/config.h"
 #include "engine/backend/make_backend.h"
@@ -16,6 +17,7 @@
 #include "eval/probe.h"
 #include "io/atomic_file.h"
 #include "io/directory_lock.h"
+#include "io/safetensors.h"
 #include "models/language_model.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -124,22 +126,49 @@ void create_directory(const std::string& dir, const std::string& what) {
   if (ec) throw Error("cannot create " + what + " '" + dir + "': " + ec.message());
 }
 
+// Every rank must train the same run: the same config, the same initial (or resumed) parameters and optimizer
+// state. A mismatch (ranks started with different --set, a stale binary on one node) stops before the first step.
+void check_ranks_agree(Communicator& comm, const RunConfig& cfg, const ParameterStore<float>& params,
+                       int step) {
+  if (comm.size() == 1) return;
+  const std::string config_text = config_to_json(cfg).dump();
+  const std::vector<float> values = params.host_values();
+  const uint64_t mine[3] = {xxh64(std::as_bytes(std::span(config_text))), xxh64(std::as_bytes(std::span(values))),
+                            uint64_t(step)};
+  const std::vector<uint64_t> all = comm.all_gather(std::span<const uint64_t>(mine, 3));
+  for (int r = 1; r < comm.size(); r++) {
+    const char* what = all[size_t(3 * r)] != all[0] ? "config" : all[size_t(3 * r + 1)] != all[1] ? "parameters"
+                       : all[size_t(3 * r + 2)] != all[2] ? "step" : nullptr;
+    if (what)
+      throw Error(std::string("rank ") + std::to_string(r) + "'s " + what + " differ from rank 0's at the start of the "
+                  "run: every rank must run the same binary with the same config and --set overrides");
+  }
+}
+
 }  // namespace
 
 nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   const TrainConfig& tc = cfg.train;
+  SingleProcess single;
+  Communicator& comm = options.comm ? *options.comm : single;
+  const bool writer = comm.rank() == 0;  // the one rank that writes the run directory
   check_device_available(tc.device);  // before the run directory exists
   set_thread_count(tc.threads);
   const std::string out = options.out_dir;
   const std::string ckpt_dir = out + "/checkpoints";
-  create_directory(out, "run directory (--out)");
+  const BatchSplit split = split_batch(tc, comm.size(), comm.rank());
   // Held until the run ends: a second train (or --resume) on this directory would interleave two runs' records.
-  const DirectoryLock lock(out, ".train.lock", "canonlab train");
-  create_directory(ckpt_dir, "checkpoint directory");
-  // What writers killed mid-write left (a temp file per kill); nobody else writes here while we hold the lock,
-  // except a sweep writing status files, whose live pid keeps them.
-  remove_stale_temp_files(out);
-  remove_stale_temp_files(ckpt_dir);
+  std::optional<DirectoryLock> lock;
+  if (writer) {
+    create_directory(out, "run directory (--out)");
+    lock.emplace(out, ".train.lock", "canonlab train");
+    create_directory(ckpt_dir, "checkpoint directory");
+    // What writers killed mid-write left (a temp file per kill); nobody else writes here while we hold the lock,
+    // except a sweep writing status files, whose live pid keeps them.
+    remove_stale_temp_files(out);
+    remove_stale_temp_files(ckpt_dir);
+  }
+  comm.barrier();  // the other ranks read checkpoints only once rank 0 has checked and cleaned the directory
 
   auto task = make_task(cfg.task);
   auto model = build_model(cfg);
@@ -148,53 +177,77 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   TrainingCursor cursor;
   if (options.resume) {
     cursor = load_latest_checkpoint(ckpt_dir, cfg, params, opt);
-    std::fprintf(stderr, "resuming from step %d of %s\n", cursor.step, ckpt_dir.c_str());
-  } else {
+    if (writer) std::fprintf(stderr, "resuming from step %d of %s\n", cursor.step, ckpt_dir.c_str());
+  } else if (writer) {
     CANONLAB_CHECK(latest_model_path(ckpt_dir).empty(),
                    "'" + out + "' already holds a run; pass --resume to continue it or choose another --out");
   }
-  write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
-  MetricsLog metrics(out, cursor.step, task->metric_names());
+  check_ranks_agree(comm, cfg, params, cursor.step);
+  std::optional<MetricsLog> metrics;
+  if (writer) {
+    write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
+    metrics.emplace(out, cursor.step, task->metric_names());
+  }
 
   const DeviceBuffer<uint8_t> decay = device_decay_mask(params, tc.decay_on);
-  const std::vector<EvalBatch> eval_batches = make_eval_batches(*task, cfg);
+  const std::vector<EvalBatch> eval_batches = writer ? make_eval_batches(*task, cfg) : std::vector<EvalBatch>{};
   const int B = tc.batch_size, T = task->seq_len();
   Arena arena(model->backend().memory());
   ActivationTrace<float> trace;
-  Progress progress(tc.steps, options.progress, isatty(STDERR_FILENO), task->metric_names().front());
+  Progress progress(tc.steps, options.progress && writer, isatty(STDERR_FILENO), task->metric_names().front());
+  const StopSignals stop_signals;
 
   auto t_start = std::chrono::steady_clock::now();
-  double last_loss = metrics.last_train_loss(), tokens_done = 0;
+  double last_loss = writer ? metrics->last_train_loss() : NAN, tokens_done = 0;
   nlohmann::json last_eval;
-  Batch batch;
-  batch.resize(B, T);
-  if (cursor.step == 0 && tc.checkpoint_every > 0) save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
+  // This rank's share of every step: split.micro_batches batches of split.rows sequences (train/step.h).
+  std::vector<Batch> micro_batches(size_t(split.micro_batches));
+  for (Batch& b : micro_batches) b.resize(split.rows, T);
+  DeviceBuffer<float> folded;  // the running gradient sum between micro-batches
+  if (split.micro_batches > 1) folded = DeviceBuffer<float>(params.memory(), params.total());
+  if (writer && cursor.step == 0 && tc.checkpoint_every > 0) save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
 
   for (int step = cursor.step; step < tc.steps; step++) {
     const double lr = learning_rate(tc, step);
-    for (int b = 0; b < B; b++) task->sample(batch, b, tc.data_seed, uint64_t(step), uint64_t(b));
-    const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, step);
+    for (int m = 0; m < split.micro_batches; m++)
+      for (int i = 0; i < split.rows; i++)
+        task->sample(micro_batches[size_t(m)], i, tc.data_seed, uint64_t(step), uint64_t(split.first_row(m) + i));
+    const GlobalStepResult fb =
+        global_forward_backward(*model, arena, trace, micro_batches, folded, comm, step, stop_signals.received());
     const double gnorm = apply_update(*model, opt, decay, tc, lr, step);
     cursor.step = step + 1;
     last_loss = fb.loss;
     tokens_done += double(B) * T;
+    const bool last_step = cursor.step == tc.steps;
 
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    const double tok_s = tokens_done / std::max(elapsed, 1e-9);
-    if (cursor.step % std::max(1, tc.log_every) == 0 || cursor.step == tc.steps || step == 0)
-      metrics.write({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
-                     {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
-    if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || cursor.step == tc.steps) {
-      last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
-      nlohmann::json rec = last_eval;
-      rec["step"] = cursor.step;
-      rec["split"] = "eval";
-      rec["elapsed_s"] = elapsed;
-      metrics.write(rec);
+    if (writer) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      const double tok_s = tokens_done / std::max(elapsed, 1e-9);
+      if (cursor.step % std::max(1, tc.log_every) == 0 || last_step || step == 0)
+        metrics->write({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
+                        {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
+      if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || last_step) {
+        last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
+        nlohmann::json rec = last_eval;
+        rec["step"] = cursor.step;
+        rec["split"] = "eval";
+        rec["elapsed_s"] = elapsed;
+        metrics->write(rec);
+      }
+      progress.update(cursor.step, fb.loss, tok_s, last_eval);
+      if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || last_step || fb.stop_signal)
+        save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
     }
-    progress.update(cursor.step, fb.loss, tok_s, last_eval);
-    if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || cursor.step == tc.steps)
-      save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
+    if (fb.stop_signal && !last_step) {
+      comm.barrier();  // the checkpoint is on disk before any rank reports the stop
+      if (writer) progress.finish();
+      throw StoppedBySignal{fb.stop_signal, cursor.step};
+    }
+  }
+  if (!writer) {
+    nlohmann::json shard;
+    shard["rank"] = comm.rank();
+    return shard;
   }
   progress.finish();
   // A run killed after its last checkpoint but before its summary resumes here with no step left to take.
@@ -206,6 +259,11 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   summary["parameters"] = params.total();
   summary["threads"] = thread_count();
   summary["device"] = model->backend().name();
+  if (comm.size() > 1) {
+    summary["ranks"] = comm.size();
+    summary["communicator"] = comm.name();
+  }
+  summary["micro_batches"] = tc.micro_batches;
   summary["final_train_loss"] = last_loss;
   summary["eval"] = last_eval;
   summary["wall_seconds_this_session"] = elapsed;

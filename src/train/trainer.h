@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/run_config.h"
+#include "engine/comm/communicator.h"
+#include "train/stop_signals.h"
 
 namespace canonlab {
 
@@ -15,9 +17,14 @@ struct TrainOptions {
   bool resume = false;
   bool progress = true;  // progress bar on stderr
   bool probe_at_end = true;
+  // The ranks of a data-parallel run (engine/comm/); null = this process alone. Rank 0 writes the run directory
+  // (checkpoints, metrics, progress bar, evaluations, summary); the other ranks only compute their share.
+  Communicator* comm = nullptr;
 };
 
-// Runs the whole training described by cfg; returns the summary also written to out_dir/summary.json.
+// Runs the whole training described by cfg; returns the summary also written to out_dir/summary.json (on ranks
+// other than 0: {"rank": r}). SIGUSR1, SIGTERM or SIGINT end it after the step in progress with a checkpoint,
+// by throwing StoppedBySignal (train/stop_signals.h).
 nlohmann::json train(const RunConfig& cfg, const TrainOptions& options);
 
 }  // namespace canonlab

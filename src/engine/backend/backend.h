@@ -98,7 +98,7 @@ class Backend {
   // Returns the masked mean loss (a host value); losses (N) scratch; with dlogits non-null also dlosses (N) scratch
   // and dlogits (N, V) written.
   virtual double masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets,
-                                      const float* mask, int N, int V) = 0;
+                                      const float* mask, int N, int V, double denominator) = 0;  // 0 = Σ mask
 
   // ---- elementwise and copies (engine/ops/elementwise) ----
   virtual void add(T* out, const T* a, const T* b, size_t n) = 0;  // out = a + b, may alias

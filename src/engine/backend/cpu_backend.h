@@ -149,8 +149,8 @@ class CpuBackend final : public Backend<T> {
     canonlab::embedding_backward(dtable, dout, tokens, N, C);
   }
   double masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets, const float* mask,
-                              int N, int V) override {
-    return canonlab::masked_cross_entropy(losses, dlosses, dlogits, logits, targets, mask, N, V);
+                              int N, int V, double denominator) override {
+    return canonlab::masked_cross_entropy(losses, dlosses, dlogits, logits, targets, mask, N, V, denominator);
   }
 
   void add(T* out, const T* a, const T* b, size_t n) override { canonlab::add(out, a, b, n); }

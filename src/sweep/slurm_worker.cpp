@@ -1,0 +1,204 @@
+#include "sweep/slurm_worker.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "io/atomic_file.h"
+#include "io/strict_number.h"
+#include "sweep/child_process.h"
+#include "sweep/run_attempt.h"
+#include "sweep/slurm_queue.h"
+#include "train/stop_signals.h"
+
+namespace canonlab {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The worker takes its stop signals synchronously (sigtimedwait), like the local runner: a signal is a value the
+// loop looks at, not a handler racing with it. The trainer starts with an empty mask (ChildProcess); the short
+// commands (scontrol) keep this one, so that the SIGTERM with which Slurm ends a requeued task cannot cut the
+// requeue itself short.
+class StopSignalWaiter {
+ public:
+  StopSignalWaiter() {
+    sigemptyset(&set_);
+    for (int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaddset(&set_, sig);
+    ::sigprocmask(SIG_BLOCK, &set_, &previous_);
+  }
+  ~StopSignalWaiter() { ::sigprocmask(SIG_SETMASK, &previous_, nullptr); }
+  StopSignalWaiter(const StopSignalWaiter&) = delete;
+  StopSignalWaiter& operator=(const StopSignalWaiter&) = delete;
+
+  int wait(int ms) const {  // the signal, or 0 after `ms`
+    timespec timeout{ms / 1000, long(ms % 1000) * 1000000L};
+    const int sig = ::sigtimedwait(&set_, nullptr, &timeout);
+    return sig > 0 ? sig : 0;
+  }
+
+ private:
+  sigset_t set_, previous_;
+};
+
+// Whether process `pid` has a handler installed for `sig`: its SigCgt mask in /proc/PID/status.
+bool catches(pid_t pid, int sig) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("SigCgt:")) continue;
+    const std::string hex = line.substr(line.find_first_not_of(" \t", 7));
+    unsigned long long mask = 0;
+    for (char c : hex) {
+      if (!std::isxdigit(static_cast<unsigned char>(c))) break;
+      mask = mask * 16 + unsigned(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10);
+    }
+    return (mask >> (sig - 1)) & 1ULL;
+  }
+  return false;
+}
+
+// Passes each stop signal the worker received on to the trainer once, and only while the trainer catches it.
+// The trainer's handler resets itself on its first signal, and a second one of the kind kills it at once (no
+// checkpoint). Under proctrack/pgid the trainer, in its own process group, hears nothing from Slurm; where Slurm
+// signals every process of the job itself (proctrack/cgroup) the trainer has its SIGTERM already, its handler
+// is gone when we look, and we leave it alone. The look waits kGrace after the worker's own signal so that
+// Slurm's delivery to the trainer is over by then. A signal that arrives before training has installed its
+// handlers (the run is still loading) is held back until they are there, so that a stop ends in a checkpoint.
+class SignalForwarder {
+ public:
+  static constexpr auto kGrace = std::chrono::milliseconds(200);
+
+  void request(int sig) { requested_.try_emplace(sig, Clock::now()); }
+  bool requested(int sig) const { return requested_.count(sig) > 0; }
+
+  void poll(pid_t child) {
+    for (const auto& [sig, since] : requested_) {
+      if (forwarded_.count(sig) || Clock::now() - since < kGrace || !catches(child, sig)) continue;
+      ::kill(child, sig);
+      forwarded_.insert(sig);
+    }
+  }
+
+ private:
+  std::map<int, Clock::time_point> requested_;
+  std::set<int> forwarded_;
+};
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// "123_4" for this array task, from Slurm's environment; empty outside Slurm.
+std::string slurm_task_id() {
+  const std::string array_job = env("SLURM_ARRAY_JOB_ID"), task = env("SLURM_ARRAY_TASK_ID");
+  if (!array_job.empty() && !task.empty()) return array_job + "_" + task;
+  return env("SLURM_JOB_ID");
+}
+
+void say(const std::string& line) { std::cout << "canonlab sweep-task: " << line << std::endl; }
+
+}  // namespace
+
+int run_sweep_task(const std::string& submission_file, int task_index) {
+  const SlurmSubmission submission = read_submission(submission_file);
+  CANONLAB_CHECK(task_index >= 0 && size_t(task_index) < submission.tasks.size(),
+                 "task " + std::to_string(task_index) + " is not in '" + submission_file + "', which has tasks 0-" +
+                     std::to_string(submission.tasks.size() - 1));
+  const fs::path sweep_dir(submission.sweep_dir);
+  CANONLAB_CHECK(fs::exists(sweep_dir / "sweep.json"),
+                 "'" + sweep_dir.string() + "' (named by '" + submission_file + "') is not a sweep directory: no sweep.json");
+  const std::string task_id = slurm_task_id();
+  const int restarts = parse_integer<int>(env("SLURM_RESTART_COUNT")).value_or(0);
+  nlohmann::json extra = nlohmann::json::object();
+  if (!task_id.empty()) extra = {{"launcher", "slurm"}, {"slurm_job", task_id}, {"slurm_restarts", restarts}};
+  const std::vector<SlurmTaskRun>& runs = submission.tasks[size_t(task_index)];
+  say("task " + (task_id.empty() ? std::to_string(task_index) : task_id) + ", restart " + std::to_string(restarts) + ", " +
+      std::to_string(runs.size()) + " run(s) in " + sweep_dir.string());
+
+  StopSignalWaiter signals;
+  int stop_signal = 0;  // the first stop signal: no run starts after it
+  bool failed = false;
+  for (const SlurmTaskRun& run : runs) {
+    if (stop_signal == 0) stop_signal = signals.wait(0);
+    if (stop_signal != 0) break;
+    const std::string run_dir = (sweep_dir / "runs" / run.name).string();
+    if (inspect_run_dir(run_dir, run.steps) == RunDiskState::finished) {
+      mark_done_if_unmarked(run_dir);
+      say(run.name + ": already finished");
+      continue;
+    }
+    const std::optional<std::string> run_yaml = read_text_if_exists((fs::path(run_dir) / "run.yaml").string());
+    if (!run_yaml) {
+      failed = true;
+      fs::create_directories(run_dir);
+      write_status(run_dir, {{"state", "failed"}, {"error", "run.yaml is missing (the submission writes it)"}});
+      say(run.name + ": FAILED: " + run_dir + "/run.yaml is missing");
+      continue;
+    }
+    // The running binary, even if a rebuild replaced the file since: both attempts of a run train with one code.
+    RunAttempt attempt = start_run_attempt(run_dir, *run_yaml, run.steps, "/proc/self/exe", extra,
+                                           /*own_process_group=*/true);
+    say(run.name + ": " + (attempt.start_step > 0 ? "resuming from step " + std::to_string(attempt.start_step) : "starting"));
+    SignalForwarder forwarder;
+    std::optional<ChildExit> exit;
+    while (!(exit = attempt.process.poll())) {
+      if (const int sig = signals.wait(100)) {
+        say(run.name + ": received " + strsignal(sig) + "; passing it on to the trainer");
+        forwarder.request(sig);
+        if (stop_signal == 0) stop_signal = sig;
+      }
+      forwarder.poll(attempt.process.pid());
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - attempt.started).count();
+    const AttemptResult result =
+        finish_run_attempt(run_dir, run.steps, *exit, seconds, forwarder.requested(exit->signal) ? exit->signal : 0, extra);
+    switch (result.end) {
+      case AttemptEnd::done: say(run.name + ": done"); break;
+      case AttemptEnd::interrupted: say(run.name + ": interrupted at checkpoint step " + std::to_string(checkpoint_step(run_dir)) + " (" + result.error + ")"); break;
+      case AttemptEnd::failed:
+        failed = true;
+        say(run.name + ": FAILED: " + result.error + " (" + exit->describe() + ")");
+        break;
+    }
+  }
+
+  const bool unfinished = std::ranges::any_of(runs, [&](const SlurmTaskRun& run) {
+    return inspect_run_dir((sweep_dir / "runs" / run.name).string(), run.steps) != RunDiskState::finished;
+  });
+  if (stop_signal == SIGUSR1 && unfinished) {
+    // The time-limit warning: this task goes back into the queue and continues from the checkpoints.
+    if (task_id.empty()) {
+      say("stopped by the time-limit warning, but not running under Slurm: nothing to requeue");
+      return kExitStoppedBySignal;
+    }
+    const CommandResult r = run_command({"scontrol", "requeue", task_id});
+    if (r.started && r.exit.ok()) {
+      say("requeued " + task_id + " (restart " + std::to_string(restarts + 1) + " resumes from the checkpoints)");
+      return 0;
+    }
+    say("could not requeue " + task_id + ": scontrol " + (r.started ? r.exit.describe() + ": " + r.errors : "cannot be run") +
+        "; the runs are resumable, submit the sweep again");
+    return kExitStoppedBySignal;
+  }
+  if (stop_signal != 0 && unfinished) {
+    say(std::string("stopped by ") + strsignal(stop_signal) + "; the runs are resumable: submit the sweep again");
+    return kExitStoppedBySignal;
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace canonlab
