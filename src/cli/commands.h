@@ -21,5 +21,6 @@ Command add_report_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);
 Command add_sweep_task_command(CLI::App& app);  // internal: one Slurm array task (cmd_sweep.cpp)
 Command add_data_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 
 }  // namespace canonlab::cli

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       cli::add_sweep_task_command(app),
       cli::add_report_command(app),
       cli::add_data_command(app),
+      cli::add_generate_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

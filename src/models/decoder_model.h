@@ -4,10 +4,12 @@
 //   x = tok_emb[tokens] (+ pos_emb[t] for learned positions)
 //   x = Block_l(x), l = 0..L-1          Block = [CanonA] mixer (+ [CanonC] MLP [CanonD])
 //   logits = Norm(x) W_head^T   (W_head = tok_emb.weight when embeddings are tied)
+// decode_step runs the same map one position at a time on the host, with every layer's caches (Block::DecodeState).
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/ops/linear/fast.h"
 #include "models/language_model.h"
 #include "models/mixers.h"
 #include "nn/block.h"
@@ -88,6 +90,61 @@ class DecoderModel final : public LanguageModel<T> {
     }
     be.embedding_backward(tok_emb_.grad(), dx, tokens_, N, C);
     if (pos_emb_.store) be.add_positions_backward(pos_emb_.grad(), dx, B, Tn, C);
+  }
+
+  // The decode step reads the parameters on the host in fp32 (Linear::apply), so it gives forward()'s numbers only
+  // where they live in host memory and forward() computes in fp32 too.
+  std::string recurrent_decode_unavailable() const override {
+    if (!backend_->memory().host_accessible())
+      return std::string("the parameters are in ") + device_name(backend_->memory().device()) +
+             " memory and the decode step reads them on the host";
+    if (backend_->precision() == Precision::bf16)
+      return "train.precision=bf16: forward() multiplies bf16-rounded weights and the fp32 decode step would not "
+             "reproduce it";
+    return "";
+  }
+
+  struct DecodeState final : ModelDecodeState {
+    std::vector<typename Block<T>::DecodeState> layers;
+    int rows = 0, position = 0;  // every row is at the same position: the next token's index in its sequence
+  };
+  std::unique_ptr<ModelDecodeState> start_decode(int B) const override {
+    const std::string why = recurrent_decode_unavailable();
+    CANONLAB_CHECK(why.empty(), "recurrent decoding: " + why);
+    CANONLAB_CHECK(B >= 1, "recurrent decoding: " + std::to_string(B) + " rows; at least 1 is needed");
+    auto s = std::make_unique<DecodeState>();
+    s->rows = B;
+    for (const auto& block : blocks_) s->layers.push_back(block->start_decode(B));
+    return s;
+  }
+  void decode_step(ModelDecodeState& state, const int* tokens, T* logits, int B) const override {
+    DecodeState& s = dynamic_cast<DecodeState&>(state);
+    const int C = cfg_.d_model, V = cfg_.vocab_size, t = s.position;
+    CANONLAB_CHECK(B == s.rows, "decode_step: " + std::to_string(B) + " rows, but the state was started for " +
+                                    std::to_string(s.rows));
+    CANONLAB_CHECK(t < cfg_.max_seq_len || cfg_.attention.position != "learned",
+                   "sequence length " + std::to_string(t + 1) + " exceeds model.max_seq_len " +
+                       std::to_string(cfg_.max_seq_len));
+    std::vector<T> x(size_t(B) * C), next(size_t(B) * C);
+    const T* emb = tok_emb_.value();
+    for (int b = 0; b < B; b++) {
+      CANONLAB_CHECK(tokens[b] >= 0 && tokens[b] < V, "token id " + std::to_string(tokens[b]) +
+                                                          " is outside the model's vocabulary [0, " +
+                                                          std::to_string(V) + ")");
+      std::copy(emb + size_t(tokens[b]) * C, emb + size_t(tokens[b] + 1) * C, x.begin() + size_t(b) * C);
+      if (pos_emb_.store)
+        for (int c = 0; c < C; c++) x[size_t(b) * C + c] += pos_emb_.value()[size_t(t) * C + c];
+    }
+    for (size_t l = 0; l < blocks_.size(); l++) {
+      blocks_[l]->decode_step(s.layers[l], next.data(), x.data(), B);
+      std::swap(x, next);
+    }
+    final_norm_->apply(next.data(), x.data(), B);
+    if (lm_head_)
+      lm_head_->apply(logits, V, next.data(), C, B);
+    else
+      canonlab::linear_forward(logits, V, next.data(), C, emb, static_cast<const T*>(nullptr), B, C, V);
+    s.position++;
   }
 
   ParameterStore<T>& params() override { return store_; }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/canon.h"
 #include "nn/mixer.h"
@@ -37,6 +38,7 @@ class Block {
   }
 
   SequenceMixer<T>& mixer() { return *mixer_; }
+  const SequenceMixer<T>& mixer() const { return *mixer_; }
 
   // x: (B, T, C) -> out: (B, T, C); x must stay alive until backward.
   void forward(StepContext<T>& ctx, T* out, const T* x, int B, int Tn) {
@@ -90,6 +92,49 @@ class Block {
     attn_norm_->backward(ctx, dx, dh1, B * Tn);
     ctx.backend.add_into(dx, dx_mid, n);
     a.release(temporaries);
+  }
+
+  // Decoding on the host (host memory only, fp32 weights), one token per row: the mixer's state and, per row, the
+  // caches of Canon-A, Canon-C and the MLP's Canon-D (empty where the block has no such layer).
+  struct DecodeState {
+    std::unique_ptr<MixerDecodeState> mixer;
+    std::vector<std::vector<T>> canon_a, canon_c, mlp;
+  };
+  DecodeState start_decode(int B) const {
+    DecodeState s;
+    s.mixer = mixer_->start_decode(B);
+    for (int b = 0; b < B; b++) {
+      if (canon_a_) s.canon_a.push_back(canon_a_->new_cache());
+      if (canon_c_) s.canon_c.push_back(canon_c_->new_cache());
+      if (mlp_) s.mlp.push_back(mlp_->new_cache());
+    }
+    return s;
+  }
+  // x: (B, C) -> out: (B, C), the rows of forward()'s output at the next position.
+  void decode_step(DecodeState& s, T* out, const T* x, int B) const {
+    const size_t n = size_t(B) * C_;
+    std::vector<T> h(n), hc(n), y(n);
+    attn_norm_->apply(h.data(), x, B);
+    if (canon_a_) {
+      for (int b = 0; b < B; b++) canon_a_->step(hc.data() + size_t(b) * C_, s.canon_a[b], h.data() + size_t(b) * C_);
+    } else {
+      hc = h;
+    }
+    mixer_->decode_step(*s.mixer, y.data(), hc.data(), B);
+    if (!mlp_) {
+      for (size_t i = 0; i < n; i++) out[i] = x[i] + y[i];
+      return;
+    }
+    std::vector<T> x_mid(n);
+    for (size_t i = 0; i < n; i++) x_mid[i] = x[i] + y[i];
+    mlp_norm_->apply(h.data(), x_mid.data(), B);
+    if (canon_c_) {
+      for (int b = 0; b < B; b++) canon_c_->step(hc.data() + size_t(b) * C_, s.canon_c[b], h.data() + size_t(b) * C_);
+    } else {
+      hc = h;
+    }
+    mlp_->step(y.data(), s.mlp, hc.data(), B);
+    for (size_t i = 0; i < n; i++) out[i] = x_mid[i] + y[i];
   }
 
  private:

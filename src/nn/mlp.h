@@ -5,8 +5,10 @@
 // Canon-D sits after the up/gate projections and before the nonlinearity, as in the paper.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/run_config.h"
+#include "engine/ops/activation/activation.h"
 #include "nn/canon.h"
 #include "nn/linear.h"
 
@@ -59,6 +61,31 @@ class Mlp {
     }
     down_proj_->forward(be, y, C_, act_, hidden_, N);
     ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  // Decoding on the host (host memory only, fp32 weights): h, y: (B, C), one token per row; caches[b] is row b's
+  // Canon-D cache (new_cache(); empty without Canon-D).
+  std::vector<T> new_cache() const { return canon_d_ ? canon_d_->new_cache() : std::vector<T>{}; }
+  void step(T* y, std::vector<std::vector<T>>& caches, const T* h, int B) const {
+    std::vector<T> up(size_t(B) * width_), pre(size_t(B) * width_), act(size_t(B) * hidden_);
+    if (kind_ == MlpKind::swiglu) {
+      gate_proj_->apply(up.data(), width_, h, C_, B);
+      up_proj_->apply(up.data() + hidden_, width_, h, C_, B);
+    } else {
+      up_proj_->apply(up.data(), width_, h, C_, B);
+    }
+    if (canon_d_) {
+      for (int b = 0; b < B; b++) canon_d_->step(pre.data() + size_t(b) * width_, caches[b], up.data() + size_t(b) * width_);
+    } else {
+      pre = up;
+    }
+    const size_t n = size_t(B) * hidden_;
+    switch (kind_) {
+      case MlpKind::gelu: canonlab::gelu_forward(act.data(), pre.data(), n); break;
+      case MlpKind::relu2: canonlab::relu2_forward(act.data(), pre.data(), n); break;
+      case MlpKind::swiglu: canonlab::swiglu_forward(act.data(), pre.data(), B, hidden_); break;
+    }
+    down_proj_->apply(y, C_, act.data(), hidden_, B);
   }
 
   // dy: (N, C) -> dh: (N, C) written
