@@ -34,7 +34,4 @@ LaunchEnvironment detect_launch_environment();  // the process environment
 // when this build or device cannot serve it.
 std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env, const std::string& device);
 
-// Whether this build has the MPI backend (Open MPI's libmpi found at configure time).
-bool mpi_backend_available();
-
 }  // namespace canonlab
