@@ -29,7 +29,17 @@ int DepoTask::longest_instance() const {
 
 DepoInstance DepoTask::draw(CounterRng& rng, int suite) const {
   if (suite == kTrainingInstance) return draw_with(rng, 0, 0);
-  return draw_with(rng, n_max_, suite == 0 ? k_max_ : std::max(1, k_max_ / 2));
+  return draw_with(rng, n_max_, suite_hops(suite));
+}
+
+std::vector<std::string> DepoTask::metric_names() const {
+  if (has_k1_suite()) return {"depo_acc_k_max", "depo_acc_k_half", "depo_acc_k1"};
+  return {"depo_acc_k_max", "depo_acc_k_half"};
+}
+
+std::vector<std::string> DepoTask::eval_suites() const {
+  if (has_k1_suite()) return {"k_max", "k_half", "k1"};
+  return {"k_max", "k_half"};
 }
 
 DepoInstance DepoTask::draw_with(CounterRng& rng, int n, int k) const {
@@ -73,7 +83,7 @@ DepoInstance DepoTask::draw_with(CounterRng& rng, int n, int k) const {
 }
 
 void DepoTask::score(const Batch& batch, const float* logits, int suite, MetricSums& sums) const {
-  score_argmax_accuracy(batch, logits, vocab_size(), suite == 1 ? "depo_acc_k_half" : "depo_acc_k_max", sums);
+  score_argmax_accuracy(batch, logits, vocab_size(), metric_names()[size_t(suite)], sums);
 }
 
 std::string DepoTask::token_text(int token) const {

@@ -4,7 +4,11 @@
 // Edges x -> y of one random n-cycle in shuffled order; a_j is the k_j-th successor of q_j; t = min(queries, n).
 // Tokens: names [0, 2V) (last name token in [V, 2V)), then <bos>, <ans>, <query_1> .. <query_K>.
 // Training: n in 3..N with p(n) ~ 1/(n + sqrt(N)), k uniform in 1..K. Evaluation suites: n = N with every k = K
-// (depo_acc_k_max) and every k = K/2 (depo_acc_k_half), accuracy over all answer tokens.
+// (depo_acc_k_max) and every k = K/2 (depo_acc_k_half), accuracy over all answer tokens; when K/2 > 1 also every
+// k = 1 (depo_acc_k1), so a K = 4 run reports k = 1, 2, 4. Each suite has its own held-out stream, so adding the
+// third suite leaves the first two (and every K <= 3 run) unchanged.
+#include <algorithm>
+
 #include "data/packing.h"
 
 namespace canonlab {
@@ -24,8 +28,8 @@ class DepoTask final : public PackedTask {
   int vocab_size() const override { return first_query_token() + k_max_; }
   int seq_len() const override { return context_; }
   std::string token_text(int token) const override;
-  std::vector<std::string> metric_names() const override { return {"depo_acc_k_max", "depo_acc_k_half"}; }
-  std::vector<std::string> eval_suites() const override { return {"k_max", "k_half"}; }
+  std::vector<std::string> metric_names() const override;
+  std::vector<std::string> eval_suites() const override;
   Instance make_instance(CounterRng& rng, int suite) const override { return draw(rng, suite).tokens; }
   void score(const Batch& batch, const float* logits, int suite, MetricSums& sums) const override;
 
@@ -41,6 +45,8 @@ class DepoTask final : public PackedTask {
 
  private:
   int first_query_token() const { return bos() + 2; }
+  bool has_k1_suite() const { return k_max_ / 2 > 1; }
+  int suite_hops(int suite) const { return suite == 0 ? k_max_ : suite == 1 ? std::max(1, k_max_ / 2) : 1; }
   int n_max_, k_max_, name_vocab_, len_min_, len_max_, queries_, context_;
   bool answers_only_;
 };

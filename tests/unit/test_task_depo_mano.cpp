@@ -122,12 +122,25 @@ TEST(TaskDepo, LossAndScoreMarkTheAnswersOnly) {
 
 TEST(TaskDepo, EvaluationSuitesUseNEqualsNAndFixedHops) {
   DepoTask task(depo_config(20, 8, 50, 1, 2, 0));
-  for (int suite : {0, 1}) {
+  ASSERT_EQ(task.eval_suites().size(), 3u);
+  EXPECT_EQ(task.metric_names(), (std::vector<std::string>{"depo_acc_k_max", "depo_acc_k_half", "depo_acc_k1"}));
+  for (int suite : {0, 1, 2}) {
     CounterRng rng = row_rng(9, kHeldOutStream, 0);
     const DepoInstance d = task.draw(rng, suite);
     EXPECT_EQ(int(d.successor.size()), 20);
-    for (auto [q, k] : d.queries) EXPECT_EQ(k, suite == 0 ? 8 : 4);
+    for (auto [q, k] : d.queries) EXPECT_EQ(k, suite == 0 ? 8 : suite == 1 ? 4 : 1);
   }
+}
+
+// K = 2 and 3: k = K/2 is already 1, so there is no third suite (their runs keep their two metrics).
+TEST(TaskDepo, KOneSuiteOnlyWhenKHalfExceedsOne) {
+  for (int k_max : {1, 2, 3}) {
+    DepoTask task(depo_config(8, k_max, 48, 1, 1, 0));
+    EXPECT_EQ(task.eval_suites().size(), 2u) << "K = " << k_max;
+    EXPECT_EQ(task.metric_names().size(), 2u) << "K = " << k_max;
+  }
+  DepoTask k4(depo_config(8, 4, 48, 1, 1, 0));
+  EXPECT_EQ(k4.metric_names().back(), "depo_acc_k1");
 }
 
 TEST(TaskDepo, CycleSizesFollowTheInverseSqrtLaw) {
