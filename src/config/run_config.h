@@ -9,6 +9,15 @@
 
 namespace canonlab {
 
+// Cross-layer Canon (docs/canon-variants.md): block l+1 reads h_{l+1} + X_l(h_l), X = norm(act(conv_K(h))).
+struct CrossLayerCanonConfig {
+  std::vector<int> layers;          // l in [0, n_layers - 1): a connection from block l's input to block l+1's; empty = off
+  int kernel_size = 4;              // >= 1
+  bool residual = true;             // false: X_l(h_l) replaces block l's identity skip instead of adding to it
+  std::string activation = "none";  // none | silu | elu
+  std::string norm = "none";        // none | layernorm | rmsnorm
+};
+
 struct CanonConfig {
   std::string set;              // letters from "ABCD", and "b" (the family's own conv) in linear-time families
   int kernel_size = 4;          // >= 1
@@ -16,6 +25,7 @@ struct CanonConfig {
   std::string activation = "none";  // none | silu | elu
   int groups = 0;               // 0 = depthwise (groups = channels); must divide the channel count
   std::string norm = "none";    // none | layernorm | rmsnorm  (applied to the conv output before the residual add)
+  CrossLayerCanonConfig cross_layer;
 };
 
 struct KeyShiftConfig {

@@ -135,6 +135,19 @@ void check_key_shift(const KeyShiftConfig& key_shift, int n_layers) {
   }
 }
 
+void check_cross_layer_canon(const CrossLayerCanonConfig& cross, int n_layers) {
+  std::set<int> seen;
+  for (size_t i = 0; i < cross.layers.size(); ++i) {
+    const std::string path = "model.canon.cross_layer.layers[" + std::to_string(i) + "]";
+    const int layer = cross.layers[i];
+    if (layer < 0 || layer >= n_layers - 1) {
+      fail(path + ": layer " + std::to_string(layer) + " has no next layer to feed; allowed: 0 to " +
+           std::to_string(n_layers - 2) + " (model.n_layers = " + std::to_string(n_layers) + ")");
+    }
+    if (!seen.insert(layer).second) fail(path + ": layer " + std::to_string(layer) + " is listed twice");
+  }
+}
+
 int default_mlp_hidden(const MlpConfig& mlp, int d_model) {
   // SwiGLU has three matrices instead of two, so 8d/3 keeps the parameter count of a 4d MLP. 8d/3 is never
   // exactly .5 away from an integer, so (8d + 1) / 3 is round(8d/3) in integers.
@@ -272,6 +285,7 @@ void resolve_and_validate(RunConfig& config) {
   const int head_dim = head_dim_of(model);
   resolve_rope_dim(model.attention, head_dim);
   check_key_shift(model.attention.key_shift, model.n_layers);
+  check_cross_layer_canon(model.canon.cross_layer, model.n_layers);
   if (model.mlp.hidden_dim == 0) model.mlp.hidden_dim = default_mlp_hidden(model.mlp, model.d_model);
   check_layer_pattern(model);
   const std::string letters = mixer_letters(model);

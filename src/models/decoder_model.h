@@ -4,6 +4,11 @@
 //   x = tok_emb[tokens] (+ pos_emb[t] for learned positions)
 //   x = Block_l(x), l = 0..L-1          Block = [CanonA] mixer (+ [CanonC] MLP [CanonD])
 //   logits = Norm(x) W_head^T   (W_head = tok_emb.weight when embeddings are tied)
+// Cross-layer Canon (model.canon.cross_layer, docs/canon-variants.md): for each listed l, block l+1 reads
+//   h'_{l+1} = h_{l+1} + X_l(h_l)          (residual: true; h_l is block l's actual input)
+//   h'_{l+1} = h_{l+1} - h_l + X_l(h_l)    (residual: false: X_l(h_l) replaces block l's identity skip)
+// with X = norm(act(conv_K(h))) depthwise over d_model; its parameters register after every other one, so a model
+// without it has the same parameters and initial values as before.
 // decode_step runs the same map one position at a time on the host, with every layer's caches (Block::DecodeState).
 #include <memory>
 #include <string>
@@ -35,6 +40,10 @@ class DecoderModel final : public LanguageModel<T> {
     }
     final_norm_ = std::make_unique<Norm<T>>(store_, "final_norm", C, parse_norm_kind(cfg.norm), cfg.norm_eps);
     if (!cfg.tie_embeddings) lm_head_ = std::make_unique<Linear<T>>(store_, "lm_head", C, V, false, cfg.init_std);
+    cross_.resize(blocks_.size());
+    for (int l : cfg.canon.cross_layer.layers)
+      cross_[size_t(l)] = std::make_unique<CanonLayer<T>>(store_, "cross_layer." + std::to_string(l), C,
+                                                          cross_layer_conv_config(cfg.canon.cross_layer), cfg.norm_eps);
     // Drawn on the host, adjusted there, then uploaded: the initial weights are the same on every device.
     std::vector<T> initial = store_.initial_values(seed);
     for (auto& block : blocks_) block->mixer().after_init(initial);
@@ -59,6 +68,12 @@ class DecoderModel final : public LanguageModel<T> {
     for (size_t l = 0; l < blocks_.size(); l++) {
       acts_[l + 1] = ctx.arena.template alloc<T>(n);
       blocks_[l]->forward(ctx, acts_[l + 1], acts_[l], B, Tn);
+      if (cross_[l]) {  // acts_[l + 1] becomes block l+1's input h'_{l+1}
+        T* branch = ctx.arena.template alloc<T>(n);
+        cross_[l]->forward(ctx, branch, acts_[l], B, Tn);
+        be.add_into(acts_[l + 1], branch, n);
+        if (!cfg_.canon.cross_layer.residual) subtract_into(be, acts_[l + 1], acts_[l], branch, n);
+      }
     }
     normed_ = ctx.arena.template alloc<T>(n);
     final_norm_->forward(ctx, normed_, acts_.back(), N);
@@ -84,8 +99,14 @@ class DecoderModel final : public LanguageModel<T> {
     T* dx = ctx.arena.template alloc<T>(n);
     final_norm_->backward(ctx, dx, dnormed, N);
     T* dprev = ctx.arena.template alloc<T>(n);
+    T* dcross = cross_layer_count() ? ctx.arena.template alloc<T>(n) : nullptr;
     for (size_t l = blocks_.size(); l-- > 0;) {
-      blocks_[l]->backward(ctx, dprev, dx, B, Tn);
+      blocks_[l]->backward(ctx, dprev, dx, B, Tn);  // dx = d h'_{l+1} = d h_{l+1}
+      if (cross_[l]) {
+        cross_[l]->backward(ctx, dcross, dx, B, Tn);
+        be.add_into(dprev, dcross, n);
+        if (!cfg_.canon.cross_layer.residual) subtract_into(be, dprev, dx, dcross, n);
+      }
       std::swap(dx, dprev);
     }
     be.embedding_backward(tok_emb_.grad(), dx, tokens_, N, C);
@@ -106,6 +127,7 @@ class DecoderModel final : public LanguageModel<T> {
 
   struct DecodeState final : ModelDecodeState {
     std::vector<typename Block<T>::DecodeState> layers;
+    std::vector<std::vector<std::vector<T>>> cross;  // [l][row]: cross-layer Canon conv caches (empty where none)
     int rows = 0, position = 0;  // every row is at the same position: the next token's index in its sequence
   };
   std::unique_ptr<ModelDecodeState> start_decode(int B) const override {
@@ -115,6 +137,10 @@ class DecoderModel final : public LanguageModel<T> {
     auto s = std::make_unique<DecodeState>();
     s->rows = B;
     for (const auto& block : blocks_) s->layers.push_back(block->start_decode(B));
+    s->cross.resize(blocks_.size());
+    for (size_t l = 0; l < blocks_.size(); l++)
+      if (cross_[l])
+        for (int b = 0; b < B; b++) s->cross[l].push_back(cross_[l]->new_cache());
     return s;
   }
   void decode_step(ModelDecodeState& state, const int* tokens, T* logits, int B) const override {
@@ -135,8 +161,19 @@ class DecoderModel final : public LanguageModel<T> {
       if (pos_emb_.store)
         for (int c = 0; c < C; c++) x[size_t(b) * C + c] += pos_emb_.value()[size_t(t) * C + c];
     }
+    std::vector<T> branch = std::vector<T>(size_t(C));
     for (size_t l = 0; l < blocks_.size(); l++) {
       blocks_[l]->decode_step(s.layers[l], next.data(), x.data(), B);
+      if (cross_[l])
+        for (int b = 0; b < B; b++) {
+          T* row = next.data() + size_t(b) * C;
+          const T* in = x.data() + size_t(b) * C;
+          cross_[l]->step(branch.data(), s.cross[l][size_t(b)], in);
+          for (int c = 0; c < C; c++) {
+            row[c] += branch[size_t(c)];
+            if (!cfg_.canon.cross_layer.residual) row[c] += -in[c];
+          }
+        }
       std::swap(x, next);
     }
     final_norm_->apply(next.data(), x.data(), B);
@@ -152,6 +189,26 @@ class DecoderModel final : public LanguageModel<T> {
   const ModelConfig& config() const override { return cfg_; }
 
  private:
+  static CanonConfig cross_layer_conv_config(const CrossLayerCanonConfig& cross) {
+    CanonConfig c;
+    c.kernel_size = cross.kernel_size;
+    c.residual = false;  // the connection adds the branch itself (forward above), to block l+1's input
+    c.activation = cross.activation;
+    c.norm = cross.norm;
+    return c;
+  }
+  // dst += -src, through scratch (n elements, overwritten): the backend has no subtraction, and -x is exact.
+  static void subtract_into(Backend<T>& be, T* dst, const T* src, T* scratch, size_t n) {
+    be.copy(scratch, src, n);
+    be.scale(scratch, n, -1.0);
+    be.add_into(dst, scratch, n);
+  }
+  size_t cross_layer_count() const {
+    size_t k = 0;
+    for (const auto& x : cross_) k += x ? 1 : 0;
+    return k;
+  }
+
   ModelConfig cfg_;
   std::shared_ptr<Backend<T>> backend_;  // before store_: the store's memory is the backend's
   ParameterStore<T> store_;
@@ -159,6 +216,7 @@ class DecoderModel final : public LanguageModel<T> {
   std::vector<std::unique_ptr<Block<T>>> blocks_;
   std::unique_ptr<Norm<T>> final_norm_;
   std::unique_ptr<Linear<T>> lm_head_;
+  std::vector<std::unique_ptr<CanonLayer<T>>> cross_;  // [l]: the connection from block l's input into block l+1's
   std::string embedding_name_ = "embedding", logits_name_ = "lm_head";
   const int* tokens_ = nullptr;
   std::vector<T*> acts_;

@@ -37,7 +37,8 @@ DEFAULTS = {
         },
         "mlp": {"kind": "gelu", "hidden_dim": 0, "bias": False},
         "canon": {"set": "", "kernel_size": 4, "residual": True, "activation": "none", "groups": 0,
-                  "norm": "none"},
+                  "norm": "none", "cross_layer": {"layers": [], "kernel_size": 4, "residual": True,
+                                                  "activation": "none", "norm": "none"}},
         "recurrent": {"chunk_size": 64, "conv_kernel": 4, "kernel": "chunked"},
         "mamba2": {"d_state": 64, "expand": 2, "headdim": 0, "ngroups": 1, "mlp": False, "dt_min": 1e-3,
                    "dt_max": 0.1, "dt_init_floor": 1e-4, "a_min": 1.0, "a_max": 16.0, "init": "default"},
@@ -377,6 +378,16 @@ class CanonModel(nn.Module):
         self.layers = nn.ModuleList(Block(cfg, i, letters[i]) for i in range(m["n_layers"]))
         self.final_norm = Norm(C, m["norm"], m["norm_eps"])
         self.lm_head = None if m["tie_embeddings"] else nn.Linear(C, V, bias=False)
+        # Cross-layer Canon (docs/canon-variants.md): block l+1 reads h_{l+1} + X_l(h_l), or, without residual,
+        # h_{l+1} - h_l + X_l(h_l); X = norm(act(depthwise causal conv(h))), the Canon layer without its own residual.
+        xl = m["canon"]["cross_layer"]
+        for l in xl["layers"]:
+            if not 0 <= l < m["n_layers"] - 1 or xl["layers"].count(l) > 1:
+                raise ValueError(f"canon.cross_layer.layers: bad layer {l}")
+        xconv = {"kernel_size": xl["kernel_size"], "groups": 0, "activation": xl["activation"], "residual": False,
+                 "norm": xl["norm"]}
+        self.cross_residual = bool(xl["residual"])
+        self.cross_layer = nn.ModuleDict({str(l): Canon(C, xconv, m["norm_eps"]) for l in xl["layers"]})
         self.init_weights(cfg["train"]["seed"])
 
     @torch.no_grad()
@@ -405,8 +416,11 @@ class CanonModel(nn.Module):
         x = self.tok_emb(tokens.long())
         if self.pos_emb is not None:
             x = x + self.pos_emb.weight[: tokens.shape[1]]
-        for layer in self.layers:
-            x = layer(x)
+        for l, layer in enumerate(self.layers):
+            h = x
+            x = layer(h)
+            if str(l) in self.cross_layer:
+                x = x + self.cross_layer[str(l)](h) if self.cross_residual else (x - h) + self.cross_layer[str(l)](h)
         x = self.final_norm(x)
         return x @ self.tok_emb.weight.t() if self.lm_head is None else self.lm_head(x)
 
@@ -462,7 +476,7 @@ def param_group(name: str) -> str:
     if leaf == "bias":  # includes the Mamba2 conv1d bias and GLA's gk_up bias
         return "bias"
     parent = name.split(".")[-2]
-    if parent.startswith("canon_") or parent in ("conv1d", "q_conv", "k_conv", "v_conv"):
+    if parent.startswith("canon_") or parent in ("conv1d", "q_conv", "k_conv", "v_conv") or name.startswith("cross_layer."):
         return "canon"  # Canon layers and the families' own short convs (Canon-b)
     return "linear"
 

@@ -87,6 +87,11 @@ CASES = {
     "canon_elu_rmsnorm_groups2": {"model": {"canon": {
         "set": "ABCD", "kernel_size": 2, "groups": 2, "activation": "elu", "norm": "rmsnorm"}}},
     "rope_no_canon": {"model": {"attention": {"position": "rope"}, "canon": {"set": ""}}},
+    "nope_cross_layer": {"model": {"attention": {"position": "nope"}, "canon": {"set": "", "cross_layer": {
+        "layers": [0]}}}},
+    "nope_cross_layer_nores_silu_layernorm_BD": {"model": {"attention": {"position": "nope"}, "canon": {
+        "set": "BD", "cross_layer": {"layers": [0], "residual": False, "activation": "silu", "norm": "layernorm",
+                                     "kernel_size": 3}}}},
     "rope": {"model": {"attention": {"position": "rope"}}},
     "partial_rope": {"model": {"attention": {"position": "rope", "rope_dim": 4}}},  # D = 8, rope_dim = D/2
     "alibi": {"model": {"attention": {"position": "alibi"}}},
@@ -164,6 +169,7 @@ LINEAR_CASES = {
     "gdn_b": linear_case("gdn", "b"),
     "gdn_AbCD": linear_case("gdn", "AbCD"),
     "gdn_AbBCD_nores": linear_case("gdn", "AbBCD", canon={"residual": False}),
+    "gla_b_cross_layer": linear_case("gla", "b", canon={"cross_layer": {"layers": [0], "norm": "rmsnorm"}}),
     "gdn_noconv": linear_case("gdn", ""),
     "gdn_negeig_nogate_expand": linear_case("gdn", "b", delta={"allow_neg_eigval": True, "output_gate": False,
                                                                "expand_k": 1.0, "expand_v": 2.0}),

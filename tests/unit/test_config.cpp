@@ -400,6 +400,19 @@ TEST(ConfigErrors, KeyShiftLayers) {
                     {"model.attention.key_shift.layers[2]: layer 1 is listed twice"});
 }
 
+TEST(ConfigErrors, CrossLayerCanon) {
+  // The last layer has no next layer to feed: 0 .. n_layers - 2.
+  expect_yaml_error("model: {n_layers: 4, canon: {cross_layer: {layers: [0, 3]}}}",
+                    {"model.canon.cross_layer.layers[1]: layer 3 has no next layer", "0 to 2", "model.n_layers = 4"});
+  expect_yaml_error("model: {canon: {cross_layer: {layers: [-1]}}}", {"model.canon.cross_layer.layers[0]: layer -1"});
+  expect_yaml_error("model: {canon: {cross_layer: {layers: [1, 1]}}}",
+                    {"model.canon.cross_layer.layers[1]: layer 1 is listed twice"});
+  expect_yaml_error("model: {canon: {cross_layer: {activation: relu}}}", {"model.canon.cross_layer.activation", "relu"});
+  expect_yaml_error("model: {canon: {cross_layer: {kernel_size: 0}}}", {"model.canon.cross_layer.kernel_size"});
+  const RunConfig c = config_from_yaml_string("model: {n_layers: 3, canon: {cross_layer: {layers: [1, 0]}}}");
+  EXPECT_EQ(c.model.canon.cross_layer.layers, (std::vector<int>{1, 0}));
+}
+
 TEST(ConfigErrors, CanonLetters) {
   expect_yaml_error("model: {canon: {set: AbC}}",
                     {"model.canon.set", "lowercase 'b'", "transformer family has no built-in conv", "linear-time"});

@@ -57,6 +57,8 @@ std::vector<Case> gradcheck_cases() {
             "model.gla.clamp_min=-0.05"}},
       Case{"gla_naive", {"model.family=gla", "model.canon.set=b", "model.recurrent.kernel=naive"}},
       Case{"gdn_noconv", {"model.family=gdn"}},
+      Case{"gla_cross_layer", {"model.family=gla", "model.canon.set=b", "model.canon.cross_layer.layers=[0]",
+                               "model.canon.cross_layer.norm=layernorm"}},
       Case{"gdn_b", {"model.family=gdn", "model.canon.set=b"}},
       Case{"gdn_AbBCD_nores_negeig", {"model.family=gdn", "model.canon.set=AbBCD", "model.canon.residual=false", "model.delta.allow_neg_eigval=true"}},
       Case{"gdn_AbBCD_canon_options",
