@@ -122,30 +122,28 @@ void resolve_rope_dim(AttentionConfig& attention, int head_dim) {
   }
 }
 
-void check_key_shift(const KeyShiftConfig& key_shift, int n_layers) {
+// A list of layer indices (key `key`): each in [0, limit), none twice; `beyond` says why an index past the limit
+// is refused. Key-shift layers and cross-layer Canon connections share it.
+void check_layer_list(const std::vector<int>& layers, const std::string& key, int limit, const std::string& beyond,
+                      int n_layers) {
   std::set<int> seen;
-  for (size_t i = 0; i < key_shift.layers.size(); ++i) {
-    const std::string path = "model.attention.key_shift.layers[" + std::to_string(i) + "]";
-    const int layer = key_shift.layers[i];
-    if (layer < 0 || layer >= n_layers) {
-      fail(path + ": layer " + std::to_string(layer) + " does not exist; allowed: 0 to " +
-           std::to_string(n_layers - 1) + " (model.n_layers = " + std::to_string(n_layers) + ")");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = key + "[" + std::to_string(i) + "]";
+    const int layer = layers[i];
+    if (layer < 0 || layer >= limit) {
+      fail(path + ": layer " + std::to_string(layer) + " " + beyond + "; allowed: 0 to " + std::to_string(limit - 1) +
+           " (model.n_layers = " + std::to_string(n_layers) + ")");
     }
     if (!seen.insert(layer).second) fail(path + ": layer " + std::to_string(layer) + " is listed twice");
   }
 }
 
+void check_key_shift(const KeyShiftConfig& key_shift, int n_layers) {
+  check_layer_list(key_shift.layers, "model.attention.key_shift.layers", n_layers, "does not exist", n_layers);
+}
+
 void check_cross_layer_canon(const CrossLayerCanonConfig& cross, int n_layers) {
-  std::set<int> seen;
-  for (size_t i = 0; i < cross.layers.size(); ++i) {
-    const std::string path = "model.canon.cross_layer.layers[" + std::to_string(i) + "]";
-    const int layer = cross.layers[i];
-    if (layer < 0 || layer >= n_layers - 1) {
-      fail(path + ": layer " + std::to_string(layer) + " has no next layer to feed; allowed: 0 to " +
-           std::to_string(n_layers - 2) + " (model.n_layers = " + std::to_string(n_layers) + ")");
-    }
-    if (!seen.insert(layer).second) fail(path + ": layer " + std::to_string(layer) + " is listed twice");
-  }
+  check_layer_list(cross.layers, "model.canon.cross_layer.layers", n_layers - 1, "has no next layer to feed", n_layers);
 }
 
 int default_mlp_hidden(const MlpConfig& mlp, int d_model) {

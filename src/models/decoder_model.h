@@ -99,7 +99,7 @@ class DecoderModel final : public LanguageModel<T> {
     T* dx = ctx.arena.template alloc<T>(n);
     final_norm_->backward(ctx, dx, dnormed, N);
     T* dprev = ctx.arena.template alloc<T>(n);
-    T* dcross = cross_layer_count() ? ctx.arena.template alloc<T>(n) : nullptr;
+    T* dcross = cfg_.canon.cross_layer.layers.empty() ? nullptr : ctx.arena.template alloc<T>(n);
     for (size_t l = blocks_.size(); l-- > 0;) {
       blocks_[l]->backward(ctx, dprev, dx, B, Tn);  // dx = d h'_{l+1} = d h_{l+1}
       if (cross_[l]) {
@@ -161,7 +161,7 @@ class DecoderModel final : public LanguageModel<T> {
       if (pos_emb_.store)
         for (int c = 0; c < C; c++) x[size_t(b) * C + c] += pos_emb_.value()[size_t(t) * C + c];
     }
-    std::vector<T> branch = std::vector<T>(size_t(C));
+    std::vector<T> branch(static_cast<size_t>(C));
     for (size_t l = 0; l < blocks_.size(); l++) {
       blocks_[l]->decode_step(s.layers[l], next.data(), x.data(), B);
       if (cross_[l])
@@ -202,11 +202,6 @@ class DecoderModel final : public LanguageModel<T> {
     be.copy(scratch, src, n);
     be.scale(scratch, n, -1.0);
     be.add_into(dst, scratch, n);
-  }
-  size_t cross_layer_count() const {
-    size_t k = 0;
-    for (const auto& x : cross_) k += x ? 1 : 0;
-    return k;
   }
 
   ModelConfig cfg_;
