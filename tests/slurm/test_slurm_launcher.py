@@ -55,7 +55,13 @@ GRID_AXES = """axes:
 """
 GRID_STEPS = 40
 MEDIUM_STEPS = 400   # ~8 s: long enough to be caught while training
-LONG_STEPS = 2500    # ~50 s: longer than the 40 s an attempt can get before the warning under --time=1
+# The time-limited run must outlast the 40 s an attempt can get before the warning under --time=1 on any
+# machine: its length is measured here (a 300-step run of the same model, alone, before anything is submitted) and
+# set to about LONG_SECONDS of training, never below LONG_STEPS_MIN. A fixed 2500 steps took 50 s on one machine
+# and 21 s on a faster one, which finished inside its first attempt and was never requeued.
+CALIBRATION_STEPS = 300
+LONG_SECONDS = 60
+LONG_STEPS_MIN = 2500
 
 failures = []
 
@@ -226,11 +232,25 @@ def write_sweep(path, name, steps, axes, eval_every=None):
     return path
 
 
+def long_steps(canonlab, sweeps):
+    """Steps that take about LONG_SECONDS here: the speed of a CALIBRATION_STEPS run of the tiny model."""
+    calibration = write_sweep(os.path.join(sweeps, "calibration.yaml"), "calibration", CALIBRATION_STEPS,
+                              "axes:\n  - key: seed\n    values: [5]\n")
+    begin = time.time()
+    canonlab.run("sweep", calibration, "--jobs", "1", "--out", os.path.join(sweeps, "ref-calibration"))
+    steps_per_s = CALIBRATION_STEPS / max(time.time() - begin, 1e-3)
+    steps = max(LONG_STEPS_MIN, int(steps_per_s * LONG_SECONDS) // 100 * 100)
+    log("calibration: %.0f steps/s, so the time-limited run trains %d steps (~%d s)" %
+        (steps_per_s, steps, steps / steps_per_s))
+    return steps
+
+
 def scenarios(canonlab, env, sweeps):
+    long_steps_here = long_steps(canonlab, sweeps)
     grid_file = write_sweep(os.path.join(sweeps, "grid.yaml"), "grid", GRID_STEPS, GRID_AXES, eval_every=20)
     seed_axis = "axes:\n  - key: seed\n    values: [5]\n"
     medium_file = write_sweep(os.path.join(sweeps, "medium.yaml"), "medium", MEDIUM_STEPS, seed_axis)
-    long_file = write_sweep(os.path.join(sweeps, "long.yaml"), "long", LONG_STEPS, seed_axis)
+    long_file = write_sweep(os.path.join(sweeps, "long.yaml"), "long", long_steps_here, seed_axis)
     grid, killed, warned, timed = (os.path.join(sweeps, n) for n in ("grid", "killed", "warned", "timed"))
 
     # c (time limit) first: it takes longest. --time=1 is Slurm's smallest limit.
@@ -307,8 +327,8 @@ def scenarios(canonlab, env, sweeps):
 
     # c, the real time limit.
     timed_run = os.path.join(timed, "runs", "seed=5")
-    wait_for("the time-limited job %s to finish" % timed_job, lambda: finished(timed_run, LONG_STEPS) and
-             not job_in_queue(env, timed_job), 240)
+    wait_for("the time-limited job %s to finish" % timed_job, lambda: finished(timed_run, long_steps_here) and
+             not job_in_queue(env, timed_job), 360)
     status = read_json(os.path.join(timed_run, "status.json")) or {}
     restarts = status.get("slurm_restarts", 0)
     log("the time-limited run finished after %d requeue(s)" % restarts)
@@ -316,7 +336,7 @@ def scenarios(canonlab, env, sweeps):
     slurm_log = (read(os.path.join(timed, "slurm", "logs", "%s_0.out" % timed_job)) or b"").decode()
     check("requeued %s_0" % timed_job in slurm_log and "DUE TO TIME LIMIT" not in slurm_log,
           "the time-limited task was not requeued before its limit:\n" + slurm_log)
-    compare_runs(os.path.join(ref_long, "runs", "seed=5"), timed_run, LONG_STEPS, "time-limited run")
+    compare_runs(os.path.join(ref_long, "runs", "seed=5"), timed_run, long_steps_here, "time-limited run")
     status = canonlab.run("sweep", "--status", timed).stdout
     check("1 runs: 1 done" in status and "Slurm restart" in status, "--status of the time-limited sweep:\n" + status)
 
