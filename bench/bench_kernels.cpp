@@ -15,22 +15,17 @@
 #include "engine/ops/attention/naive.h"
 #include "engine/ops/canon_conv/fast.h"
 #include "engine/ops/canon_conv/naive.h"
+#include "engine/ops/int8_linear/fast.h"
+#include "engine/ops/int8_linear/quantize.h"
 #include "engine/ops/linear/fast.h"
 #include "engine/ops/linear/naive.h"
+#include "bench_data.h"
 
 namespace {
 
 using namespace canonlab;
 
 constexpr int kB = 64, kC = 128, kH = 4, kD = 32, kK = 4;
-
-std::vector<float> random_floats(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = dist(gen);
-  return v;
-}
 
 void set_gflops(benchmark::State& state, double flops) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -166,6 +161,43 @@ void BM_sgemm(benchmark::State& state) {
   state.SetLabel(threads == 0 ? "all threads" : "1 thread");
   set_gflops(state, 2.0 * M * N * K);
 }
+
+// ---- int8 weights (eval/generate --int8) against fp32 on the same shape: y (N, OUT) = x (N, IN) W^T + b ----
+// The decode GEMV (N = 1) is where int8 can pay (a quarter of the weight bytes); batched rows are compute-bound.
+// args: N, IN, OUT
+template <bool Int8>
+void BM_linear_int8_vs_fp32(benchmark::State& state) {
+  const int N = int(state.range(0)), IN = int(state.range(1)), OUT = int(state.range(2));
+  auto x = random_floats((size_t)N * IN, 1), w = random_floats((size_t)OUT * IN, 2), b = random_floats(OUT, 3);
+  std::vector<int8_t> q((size_t)OUT * IN);
+  std::vector<float> scale(OUT), y((size_t)N * OUT);
+  quantize_int8_rows(q.data(), scale.data(), w.data(), OUT, IN);
+  for (auto _ : state) {
+    if (Int8)
+      int8_linear_forward(y.data(), OUT, x.data(), IN, q.data(), scale.data(), b.data(), N, IN, OUT);
+    else
+      linear_forward(y.data(), OUT, x.data(), IN, w.data(), b.data(), N, IN, OUT);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(Int8 ? "int8 weights" : "fp32 weights");
+  set_gflops(state, 2.0 * N * IN * OUT);
+  state.counters["weight GB/s"] =
+      benchmark::Counter(double(OUT) * IN * (Int8 ? 1.0 : 4.0) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#define INT8_BENCH(fn)                                                                                  \
+  BENCHMARK(fn)                                                                                         \
+      ->Args({1, 1024, 1024})                                                                           \
+      ->Args({1, 4096, 4096})                                                                           \
+      ->Args({1, 128, 384})                                                                             \
+      ->Args({4, 1024, 1024})                                                                           \
+      ->Args({8, 1024, 1024})                                                                           \
+      ->Args({16, 1024, 1024})                                                                          \
+      ->Args({64 * 256, 128, 384})                                                                      \
+      ->Args({64 * 256, 128, 512})                                                                      \
+      ->UseRealTime()                                                                                   \
+      ->Unit(benchmark::kMicrosecond)
+INT8_BENCH(BM_linear_int8_vs_fp32<false>)->Name("BM_linear_int8_vs_fp32/fp32");
+INT8_BENCH(BM_linear_int8_vs_fp32<true>)->Name("BM_linear_int8_vs_fp32/int8");
 
 // Naive kernels at T = 256 take seconds per call: one iteration is enough to see the gap.
 #define KERNEL_BENCH(fn)               \

@@ -18,6 +18,7 @@
 #include <random>
 #include <utility>
 #include <vector>
+#include "bench_data.h"
 
 namespace {
 
@@ -63,14 +64,6 @@ std::pair<double, double> best_seconds(const std::function<void()>& a, const std
     best_b = std::min(best_b, trial(b));
   }
   return {best_a, best_b};
-}
-
-std::vector<float> random_floats(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = dist(gen);
-  return v;
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // canonlab generate CHECKPOINT|RUN_DIR --prompt TOKENS|TEXT [--max-new N] [--temperature T] [--top-k K] [--seed S]
-//                   [--recompute] [--set train.threads=1]...
+//                   [--recompute] [--int8] [--set train.threads=1]...
 // Continues one prompt with a trained model: token ids separated by commas or spaces, or text where the run's task is
 // the text task (its tokenizer encodes the prompt and decodes the continuation). Greedy at temperature 0, else a
 // draw from the counter-based stream of --seed, so a fixed seed gives the same text. The cached (linear-time) decode
-// path by default; --recompute runs the whole forward pass per token, the reference (eval/generate.h).
+// path by default; --recompute runs the whole forward pass per token, the reference (eval/generate.h). --int8 runs
+// both with weight-only int8 GEMM weights (eval/int8_inference.h).
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "data/text.h"
 #include "engine/error.h"
 #include "eval/generate.h"
+#include "eval/int8_inference.h"
 #include "eval/probe.h"
 #include "io/strict_number.h"
 
@@ -26,7 +29,7 @@ constexpr int kMaxNewTokens = 1 << 20;
 struct GenerateArgs {
   std::string checkpoint, prompt, max_new = "32", temperature = "0", top_k = "0", seed = "0";
   std::vector<std::string> sets;
-  bool recompute = false;
+  bool recompute = false, int8 = false;
 };
 
 // "3,1,4" or "3 1 4" (or both) -> ids in [0, vocab).
@@ -77,6 +80,8 @@ int run_generate(const GenerateArgs& a) {
   int top_k = parse_option<int>("--top-k", a.top_k, 0, kMaxNewTokens);
 
   LoadedCheckpoint c = load_checkpoint(a.checkpoint, a.sets, Purpose::eval);
+  std::optional<Int8Summary> int8;
+  if (a.int8) int8 = quantize_for_inference(*c.model, c.cfg);
   const int vocab = c.model->vocab_size(), context = c.model->config().max_seq_len;
   if (top_k > vocab)
     throw Error("--top-k: " + a.top_k + " exceeds the model's vocabulary of " + std::to_string(vocab) +
@@ -102,7 +107,7 @@ int run_generate(const GenerateArgs& a) {
   const std::vector<int> generated = sampler.continue_prompts({prompt}, max_new, {}, *temperature, seed).front();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::cout << "checkpoint " << c.path << "\n";
+  std::cout << "checkpoint " << c.path << "\n" << (int8 ? int8->text() : "weights fp32\n");
   std::cout << "path " << (sampler.path() == GenerationPath::cached ? "cached" : "recompute");
   if (!sampler.fallback_reason().empty()) std::cout << " (the cached path is unavailable: " << sampler.fallback_reason() << ")";
   std::cout << "\nprompt " << join_ids(prompt) << "\ngenerated " << join_ids(generated) << "\n";
@@ -136,6 +141,8 @@ Command add_generate_command(CLI::App& app) {
       ->type_name("K");
   sub->add_option("--seed", a->seed, "Seed of the sampling stream (default 0)")->type_name("S");
   sub->add_flag("--recompute", a->recompute, "Re-run the whole forward pass per token (the reference path)");
+  sub->add_flag("--int8", a->int8,
+                "Generate with weight-only int8 GEMM weights (per-output-channel scales, fp32 activations; CPU, fp32)");
   sub->add_option("--set", a->sets, "Change an eval setting: --set train.threads=1 (repeatable; task.*, train.*)");
   return {sub, [a] { return run_generate(*a); }};
 }

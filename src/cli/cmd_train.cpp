@@ -23,10 +23,13 @@ namespace {
 struct TrainArgs {
   std::string config_path, out;
   std::vector<std::string> sets;
-  bool resume = false, quiet = false, dry_run = false;
+  bool resume = false, quiet = false, dry_run = false, int8 = false;
 };
 
 int run_train(const TrainArgs& a) {
+  if (a.int8)
+    throw Error("--int8: int8 is post-training quantization for canonlab eval and canonlab generate; training updates "
+                "fp32 weights (train.precision: fp32 | bf16)");
   RunConfig cfg = load_config(a.config_path, a.sets);
   const ResourceEstimate estimate = estimate_resources(cfg, a.resume ? Purpose::resume : Purpose::train);
   if (a.dry_run) {
@@ -80,6 +83,7 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--out", a->out, "Run directory (default runs/<config name>)");
   sub->add_flag("--resume", a->resume, "Continue bit-exactly from the run directory's latest checkpoint");
   sub->add_flag("--quiet", a->quiet, "No progress bar");
+  sub->add_flag("--int8", a->int8, "Refused: int8 is for eval and generate (post-training quantization)");
   sub->add_flag("--dry-run", a->dry_run,
                 "Print the estimated memory, parameters, FLOPs and time of the run, then stop (docs/resources.md)");
   return {sub, [a] { return run_train(*a); }};

@@ -13,6 +13,7 @@
 
 #include "engine/backend/memory.h"
 #include "engine/error.h"
+#include "engine/int8_weights.h"
 #include "engine/rng.h"
 
 namespace canonlab {
@@ -58,6 +59,9 @@ struct ParamInfo {
   size_t numel = 0;
   InitSpec init;
   ParamGroup group = ParamGroup::linear;
+  // The (out, in) weight of a GEMM y = x Wᵀ in forward (every Linear, the tied embedding as the head): what int8
+  // inference quantizes (engine/int8_weights.h).
+  bool gemm_weight = false;
 };
 
 template <class T>
@@ -75,6 +79,9 @@ struct Param {
   size_t numel() const;
   // This tensor inside a host copy of the flat values (initial_values(), host_values()).
   T* in(std::span<T> flat) const;
+  // The int8 copy of the (OUT, IN) GEMM starting at this weight, or an empty block (no int8 copy, or not a GEMM
+  // weight): see ParameterStore::quantize_int8.
+  Int8Block int8_block(int OUT, int IN) const;
 };
 
 template <class T>
@@ -127,6 +134,27 @@ class ParameterStore {
     return values;
   }
 
+  // Marks a registered tensor as a GEMM weight (ParamInfo::gemm_weight).
+  void mark_gemm_weight(const Param<T>& p) {
+    CANONLAB_CHECK(!finalized_, "mark_gemm_weight('" + infos_[p.id].name + "') after finalize()");
+    CANONLAB_CHECK(infos_[p.id].shape.size() == 2, "mark_gemm_weight: '" + infos_[p.id].name + "' is not a matrix");
+    infos_[p.id].gemm_weight = true;
+  }
+
+  // Post-training int8 (canonlab eval / generate --int8): quantizes every GEMM weight per output row into a host
+  // copy that the forward GEMMs and the decode step read from then on (Param::int8_block). The fp32 values stay (the
+  // embedding lookup, norms, convolutions, biases and SSM parameters read them). set_values() re-quantizes, so the
+  // copy always matches the values; training (which updates the values in place) must not run on such a store.
+  void quantize_int8() {
+    CANONLAB_CHECK(finalized_, "quantize_int8 before finalize()");
+    CANONLAB_CHECK(shadow_.empty(), "int8 needs fp32 GEMMs; this store has a bf16 shadow (train.precision=bf16)");
+    CANONLAB_CHECK(memory().host_accessible(), "int8 inference runs on the CPU; the parameters are in device memory");
+    const std::vector<T> host = host_values();
+    int8_.build(infos_, host.data());
+  }
+  bool has_int8() const { return !int8_.empty(); }
+  const Int8Weights& int8() const { return int8_; }
+
   // Allocates values and gradients in `memory` and uploads `initial` (the host values, initial_values() possibly
   // adjusted by the modules); gradients start at zero. With gemm_shadow, also the bf16 shadow the GEMMs read
   // (refreshed by the model before each forward pass).
@@ -155,6 +183,7 @@ class ParameterStore {
     CANONLAB_CHECK(host.size() == total_, "ParameterStore::set_values: " + std::to_string(host.size()) +
                                               " values for " + std::to_string(total_) + " parameters");
     values_.upload(host);
+    if (!int8_.empty()) int8_.build(infos_, host.data());  // keep the int8 copy in step with the values
   }
   DeviceMemory& memory() const { return values_.memory(); }
 
@@ -177,6 +206,7 @@ class ParameterStore {
  private:
   std::vector<ParamInfo> infos_;
   DeviceBuffer<T> values_, grads_, shadow_;
+  Int8Weights int8_;  // empty unless quantize_int8()
   size_t total_ = 0;
   bool finalized_ = false;
 };
@@ -189,6 +219,10 @@ template <class T>
 T* Param<T>::gemm_value() const { return store->gemm_ptr(id); }
 template <class T>
 size_t Param<T>::numel() const { return store->infos()[id].numel; }
+template <class T>
+Int8Block Param<T>::int8_block(int OUT, int IN) const {
+  return store->has_int8() ? store->int8().block(store->infos(), id, OUT, IN) : Int8Block{};
+}
 template <class T>
 T* Param<T>::in(std::span<T> flat) const { return flat.data() + store->infos()[id].offset; }
 

@@ -28,6 +28,9 @@ class DecoderModel final : public LanguageModel<T> {
       : cfg_(cfg), backend_(std::move(backend)) {
     const int C = cfg.d_model, V = cfg.vocab_size;
     tok_emb_ = store_.add("tok_emb.weight", {V, C}, InitSpec::normal(cfg.init_std), ParamGroup::embedding);
+    // Tied: the embedding is also the output head's (V, C) GEMM weight, which int8 inference quantizes (the lookup
+    // keeps reading the fp32 values).
+    if (cfg.tie_embeddings) store_.mark_gemm_weight(tok_emb_);
     if (cfg.attention.position == "learned")
       pos_emb_ = store_.add("pos_emb.weight", {cfg.max_seq_len, C}, InitSpec::normal(cfg.init_std),
                             ParamGroup::embedding);
@@ -43,7 +46,7 @@ class DecoderModel final : public LanguageModel<T> {
     cross_.resize(blocks_.size());
     for (int l : cfg.canon.cross_layer.layers)
       cross_[size_t(l)] = std::make_unique<CanonLayer<T>>(store_, "cross_layer." + std::to_string(l), C,
-                                                          cross_layer_conv_config(cfg.canon.cross_layer), cfg.norm_eps);
+                                                          cross_layer_canon_config(cfg.canon.cross_layer), cfg.norm_eps);
     // Drawn on the host, adjusted there, then uploaded: the initial weights are the same on every device.
     std::vector<T> initial = store_.initial_values(seed);
     for (auto& block : blocks_) block->mixer().after_init(initial);
@@ -81,7 +84,7 @@ class DecoderModel final : public LanguageModel<T> {
     if (lm_head_)
       lm_head_->forward(be, logits, V, normed_, C, N);
     else
-      be.linear_forward(logits, V, normed_, C, tok_emb_.gemm_value(), static_cast<const T*>(nullptr), N, C, V);
+      gemm_weight_forward(be, logits, V, normed_, C, tok_emb_, static_cast<const T*>(nullptr), N, C, V);
     ctx.record(logits_name_, logits, size_t(N) * V);
     return logits;
   }
@@ -180,7 +183,7 @@ class DecoderModel final : public LanguageModel<T> {
     if (lm_head_)
       lm_head_->apply(logits, V, next.data(), C, B);
     else
-      canonlab::linear_forward(logits, V, next.data(), C, emb, static_cast<const T*>(nullptr), B, C, V);
+      gemm_weight_apply(logits, V, next.data(), C, tok_emb_, static_cast<const T*>(nullptr), B, C, V);
     s.position++;
   }
 
@@ -189,14 +192,6 @@ class DecoderModel final : public LanguageModel<T> {
   const ModelConfig& config() const override { return cfg_; }
 
  private:
-  static CanonConfig cross_layer_conv_config(const CrossLayerCanonConfig& cross) {
-    CanonConfig c;
-    c.kernel_size = cross.kernel_size;
-    c.residual = false;  // the connection adds the branch itself (forward above), to block l+1's input
-    c.activation = cross.activation;
-    c.norm = cross.norm;
-    return c;
-  }
   // dst += -src, through scratch (n elements, overwritten): the backend has no subtraction, and -x is exact.
   static void subtract_into(Backend<T>& be, T* dst, const T* src, T* scratch, size_t n) {
     be.copy(scratch, src, n);

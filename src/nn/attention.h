@@ -67,8 +67,7 @@ class Attention final : public SequenceMixer<T> {
     }
     qkv_proj_ = ctx.arena.template alloc<T>(size_t(N) * C3);  // (B, T, 3C) = [q | k | v]
     if (fused_qkv()) {
-      be.linear_forward(qkv_proj_, C3, x, C_, q_proj_->weight().gemm_value(), static_cast<const T*>(nullptr), N, C_,
-                        C3);
+      gemm_weight_forward(be, qkv_proj_, C3, x, C_, q_proj_->weight(), static_cast<const T*>(nullptr), N, C_, C3);
     } else {
       q_proj_->forward(be, qkv_proj_, C3, x, C_, N);
       k_proj_->forward(be, qkv_proj_ + C_, C3, xk_, C_, N);

@@ -10,6 +10,7 @@
 
 #include "config/run_config.h"
 #include "engine/ops/activation/activation.h"
+#include "engine/ops/canon_conv/epilogue.h"
 #include "engine/ops/canon_conv/naive.h"
 #include "engine/params.h"
 #include "nn/context.h"
@@ -45,6 +46,8 @@ class CanonLayer {
     const size_t n = size_t(B) * Tn * channels_;
     Backend<T>& be = ctx.backend;
     in_ = in;
+    fused_ = be.has_fused_canon() && epilogue().fusion_pays();
+    if (fused_) return forward_fused(ctx, out, in, B, Tn);
     // conv -> act -> norm, each stage kept for backward when it is not the last.
     conv_out_ = ctx.arena.template alloc<T>(n);
     be.canon_conv_forward(conv_out_, in, weight_.value(), B, Tn, channels_, kernel_, groups_);
@@ -84,6 +87,7 @@ class CanonLayer {
 
   // dout: (B, T, C) -> din: (B, T, C) written. Uses ctx.arena for temporaries.
   void backward(StepContext<T>& ctx, T* din, const T* dout, int B, int Tn) {
+    if (fused_) return backward_fused(ctx, din, dout, B, Tn);
     const size_t n = size_t(B) * Tn * channels_;
     Backend<T>& be = ctx.backend;
     const T* dbranch = dout;
@@ -103,6 +107,40 @@ class CanonLayer {
   }
 
  private:
+  // The same map in one pass (engine/ops/canon_conv/fused.h), bit for bit; keeps the conv output only when an
+  // activation or norm follows it, and the norm's row statistics.
+  CanonEpilogue epilogue() const {
+    CanonEpilogue ep;
+    ep.activation = activation_ == Activation::silu  ? CanonActivation::silu
+                    : activation_ == Activation::elu ? CanonActivation::elu
+                                                     : CanonActivation::none;
+    ep.norm = !norm_                                  ? CanonNorm::none
+              : norm_->kind() == NormKind::layernorm ? CanonNorm::layernorm
+                                                     : CanonNorm::rmsnorm;
+    ep.residual = residual_;
+    return ep;
+  }
+  void forward_fused(StepContext<T>& ctx, T* out, const T* in, int B, int Tn) {
+    const size_t n = size_t(B) * Tn * channels_;
+    const CanonEpilogue ep = epilogue();
+    conv_out_ = ep.saves_conv() ? ctx.arena.template alloc<T>(n) : nullptr;
+    rstd_ = norm_ ? ctx.arena.template alloc<T>(size_t(B) * Tn) : nullptr;
+    mean_ = ep.norm == CanonNorm::layernorm ? ctx.arena.template alloc<T>(size_t(B) * Tn) : nullptr;
+    ctx.backend.canon_fused_forward(out, conv_out_, mean_, rstd_, in, weight_.value(),
+                                    norm_ ? norm_->weight_value() : nullptr, norm_ ? norm_->bias_value() : nullptr, B,
+                                    Tn, channels_, kernel_, groups_, ep, norm_ ? norm_->eps() : T(0));
+    ctx.record(name_, out, n);
+  }
+  void backward_fused(StepContext<T>& ctx, T* din, const T* dout, int B, int Tn) {
+    const CanonEpilogue ep = epilogue();
+    const size_t scratch_size = ctx.backend.canon_fused_scratch_size(B, Tn, channels_, kernel_, groups_, ep);
+    T* scratch = scratch_size ? ctx.arena.template alloc<T>(scratch_size) : nullptr;
+    ctx.backend.canon_fused_backward(din, weight_.grad(), norm_ ? norm_->weight_grad() : nullptr,
+                                     norm_ ? norm_->bias_grad() : nullptr, scratch, dout, in_, conv_out_,
+                                     weight_.value(), norm_ ? norm_->weight_value() : nullptr, mean_, rstd_, B, Tn,
+                                     channels_, kernel_, groups_, ep);
+  }
+
   std::string name_;
   int channels_, kernel_, groups_;
   bool residual_;
@@ -112,6 +150,21 @@ class CanonLayer {
   const T* in_ = nullptr;
   T* conv_out_ = nullptr;
   T* act_out_ = nullptr;
+  // fused path: whether the last forward took it, and the norm's saved row statistics
+  bool fused_ = false;
+  T* mean_ = nullptr;
+  T* rstd_ = nullptr;
 };
+
+// The CanonLayer of one cross-layer connection (model.canon.cross_layer, DecoderModel): depthwise, no residual of
+// its own (the model adds the branch to block l+1's input).
+inline CanonConfig cross_layer_canon_config(const CrossLayerCanonConfig& cross) {
+  CanonConfig c;
+  c.kernel_size = cross.kernel_size;
+  c.residual = false;
+  c.activation = cross.activation;
+  c.norm = cross.norm;
+  return c;
+}
 
 }  // namespace canonlab

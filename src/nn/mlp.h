@@ -39,8 +39,7 @@ class Mlp {
     up_ = ctx.arena.template alloc<T>(size_t(N) * width_);
     if (kind_ == MlpKind::swiglu && gate_proj_->followed_in_memory_by(*up_proj_)) {
       // gate and up weights are one contiguous (2 * hidden, C) block: a single GEMM
-      be.linear_forward(up_, width_, h, C_, gate_proj_->weight().gemm_value(), static_cast<const T*>(nullptr), N, C_,
-                        width_);
+      gemm_weight_forward(be, up_, width_, h, C_, gate_proj_->weight(), static_cast<const T*>(nullptr), N, C_, width_);
     } else if (kind_ == MlpKind::swiglu) {
       gate_proj_->forward(be, up_, width_, h, C_, N);
       up_proj_->forward(be, up_ + hidden_, width_, h, C_, N);

@@ -41,6 +41,13 @@ class Norm {
     else
       layernorm_forward(y, mean.data(), rstd.data(), x, weight_.value(), bias_.value(), N, channels_, eps_);
   }
+  // For callers that apply this norm inside a fused op (CanonLayer): its parameters and epsilon.
+  NormKind kind() const { return kind_; }
+  T eps() const { return eps_; }
+  T* weight_value() const { return weight_.value(); }
+  T* weight_grad() const { return weight_.grad(); }
+  T* bias_value() const { return kind_ == NormKind::layernorm ? bias_.value() : nullptr; }
+  T* bias_grad() const { return kind_ == NormKind::layernorm ? bias_.grad() : nullptr; }
   // dy: (N, C) -> dx: (N, C) written.
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int N) {
     if (kind_ == NormKind::rmsnorm)

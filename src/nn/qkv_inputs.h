@@ -50,8 +50,8 @@ class QkvInputs {
     x_ = x;
     proj_ = ctx.arena.template alloc<T>(n);
     check_contiguous();
-    ctx.backend.linear_forward(proj_, W_, x, C_, q_proj_->weight().gemm_value(), static_cast<const T*>(nullptr),
-                               int(N), C_, W_);
+    gemm_weight_forward(ctx.backend, proj_, W_, x, C_, q_proj_->weight(), static_cast<const T*>(nullptr), int(N), C_,
+                        W_);
     mixed_ = proj_;
     if (!convs_.empty()) {
       mixed_ = ctx.arena.template alloc<T>(n);
@@ -106,8 +106,7 @@ class QkvInputs {
   void step(T* qkv_t, Cache& cache, const T* x_t) const {
     std::vector<T> proj(W_);
     check_contiguous();
-    canonlab::linear_forward(proj.data(), W_, x_t, C_, q_proj_->weight().value(), static_cast<const T*>(nullptr), 1,
-                             C_, W_);
+    gemm_weight_apply(proj.data(), W_, x_t, C_, q_proj_->weight(), static_cast<const T*>(nullptr), 1, C_, W_);
     std::vector<T> mixed = proj;
     if (!convs_.empty()) {
       for (int i = 0; i < 3; i++) convs_[i]->step(mixed.data() + offset(i), cache.conv[i], proj.data() + offset(i));

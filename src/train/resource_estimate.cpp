@@ -23,6 +23,7 @@
 #include "eval/flops.h"
 #include "models/mixers.h"
 #include "nn/block.h"
+#include "nn/canon.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
 
@@ -92,6 +93,7 @@ class StepArena {
     for (int l = 0; l < m_.n_layers; l++) {
       alloc(n_);
       block_forward(letters_[size_t(l)], l);
+      if (cross_layer(l)) alloc(n_), cross_layer_canon_forward();  // the connection's branch, then its CanonLayer
     }
     alloc(n_);
     norm_forward(m_.norm);
@@ -102,13 +104,16 @@ class StepArena {
     alloc(N_);
     if (with_grad) alloc(N_), alloc(N_ * m_.vocab_size);
   }
-  // DecoderModel::backward: three residual-stream buffers, then each block's temporaries, released after it.
+  // DecoderModel::backward: three residual-stream buffers (four with cross-layer Canon), then each block's
+  // temporaries, released after it; a cross-layer connection's CanonLayer keeps its backward scratch.
   void backward() {
     alloc(n_), alloc(n_), alloc(n_);
+    if (!m_.canon.cross_layer.layers.empty()) alloc(n_);
     for (int l = m_.n_layers; l-- > 0;) {
       const double mark = arena_.mark();
       block_backward(letters_[size_t(l)], l);
       arena_.release(mark);
+      if (cross_layer(l)) cross_layer_canon_backward();
     }
   }
   double high_water() const { return arena_.high_water(); }
@@ -121,15 +126,48 @@ class StepArena {
     if (kind == "layernorm") alloc(N_);  // mean
   }
 
-  void canon_forward(double channels) {
-    alloc(N_ * channels);  // conv output
-    if (m_.canon.activation != "none") alloc(N_ * channels);
-    if (m_.canon.norm != "none") alloc(N_ * channels), norm_forward(m_.canon.norm);
-  }
+  // CanonLayer's fused path (the CPU backend's): the conv output when an activation or norm follows, the norm's
+  // rstd (and mean); backward takes canon_fused_scratch_size.
+  // model.canon's layers (A-D) or a cross-layer connection's (depthwise, its own kernel, activation and norm).
+  void canon_forward(double channels) { canon_forward(channels, m_.canon.activation, m_.canon.norm); }
   void canon_backward(double channels) {
-    if (m_.canon.norm != "none") alloc(N_ * channels);
-    if (m_.canon.activation != "none") alloc(N_ * channels);
+    canon_backward(channels, m_.canon.kernel_size, m_.canon.groups <= 0 || m_.canon.groups == channels,
+                   m_.canon.activation, m_.canon.norm);
   }
+  void cross_layer_canon_forward() {
+    canon_forward(m_.d_model, m_.canon.cross_layer.activation, m_.canon.cross_layer.norm);
+  }
+  void cross_layer_canon_backward() {
+    canon_backward(m_.d_model, m_.canon.cross_layer.kernel_size, true, m_.canon.cross_layer.activation,
+                   m_.canon.cross_layer.norm);
+  }
+  // CanonLayer on the CPU: the fused op where it pays (CanonEpilogue::fusion_pays: not both an activation and a
+  // norm), else the separate passes, each stage's output kept.
+  static bool fused(const std::string& activation, const std::string& norm) {
+    return activation == "none" || norm == "none";
+  }
+  void canon_forward(double channels, const std::string& activation, const std::string& norm) {
+    if (!fused(activation, norm)) {
+      alloc(N_ * channels), alloc(N_ * channels), alloc(N_ * channels);  // conv, activation and norm outputs
+      norm_forward(norm);
+      return;
+    }
+    const bool saves_conv = activation != "none" || norm != "none";
+    if (saves_conv) alloc(N_ * channels);
+    if (norm != "none") alloc(N_);       // rstd
+    if (norm == "layernorm") alloc(N_);  // mean
+  }
+  void canon_backward(double channels, double K, bool depthwise, const std::string& activation,
+                      const std::string& norm) {
+    if (!fused(activation, norm)) {
+      alloc(N_ * channels), alloc(N_ * channels);  // dnorm, dact
+      return;
+    }
+    const bool saves_conv = activation != "none" || norm != "none";
+    if (depthwise) alloc(K * channels + B_ * 2 * K * channels);  // transposed taps, per-sequence ring + partials
+    else if (saves_conv) alloc(N_ * channels);                  // dconv
+  }
+  bool cross_layer(int l) const { return std::ranges::count(m_.canon.cross_layer.layers, l) > 0; }
 
   void short_conv_forward(double channels) { alloc(N_ * channels), alloc(N_ * channels); }
   // The owners always pass a strided dx (a column block of a wider row), which takes a contiguous copy.
@@ -418,6 +456,9 @@ void register_parameters(ParameterStore<float>& store, const ModelConfig& m) {
   if (!m.tie_embeddings) {
     const Linear<float> lm_head(store, "lm_head", C, V, false, m.init_std);
   }
+  for (int l : m.canon.cross_layer.layers)  // registered last, as DecoderModel does
+    const CanonLayer<float> cross(store, "cross_layer." + std::to_string(l), C,
+                                  cross_layer_canon_config(m.canon.cross_layer), m.norm_eps);
 }
 
 // bf16 precision: Bf16Gemm (engine/ops/linear/bf16.h) converts both operands of each GEMM into two scratch buffers

@@ -16,6 +16,7 @@
 #include "eval/generate.h"
 #include "eval/probe.h"
 #include "models/language_model.h"
+#include "tiny_model.h"
 #include "train/trainer.h"
 
 using namespace canonlab;
@@ -23,22 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Case {
-  std::string name;
-  std::vector<std::string> sets;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
+using Case = test::SetsCase;
 // Copy-task vocabulary (12 symbols + BOS), a context of 40 tokens: room for the longest prompt (9) + 20 new ones.
-RunConfig tiny_config(const std::vector<std::string>& sets) {
-  std::vector<std::string> all = {"model.d_model=16",        "model.n_heads=2",          "model.n_layers=2",
-                                  "task.vocab=12",           "task.n_symbols=8",         "model.max_seq_len=40",
-                                  "model.init_std=0.2",      "model.recurrent.chunk_size=4", "model.mamba2.d_state=4",
-                                  "model.gla.gate_low_rank_dim=3", "model.attention.window=3", "train.threads=1",
-                                  "train.seed=3"};
-  all.insert(all.end(), sets.begin(), sets.end());
-  return config_from_yaml_string("{}", all);
-}
+RunConfig tiny_config(const std::vector<std::string>& sets) { return test::tiny_copy_config(sets); }
 
 std::vector<Case> cases() {
   const std::string rope = "model.attention.position=rope";

@@ -74,6 +74,12 @@ std::vector<Variant> variants() {
       {"gdn_noconv_naive", {"model.family=gdn", "model.canon.set=", "model.recurrent.kernel=naive"}},
       {"deltanet", {"model.family=deltanet", "model.canon.set=b"}},
       {"deltanet_abcd_nogate", {"model.family=deltanet", "model.canon.set=AbCD", "model.delta.output_gate=false"}},
+      {"transformer_cross_layer_nores_silu_layernorm",
+       {"model.canon.set=BD", "model.canon.cross_layer.layers=[0]", "model.canon.cross_layer.residual=false",
+        "model.canon.cross_layer.activation=silu", "model.canon.cross_layer.norm=layernorm"}},
+      {"mamba2_cross_layer_rmsnorm", {"model.family=mamba2", "model.canon.set=b", "model.canon.cross_layer.layers=[0]",
+                                      "model.canon.cross_layer.norm=rmsnorm", "model.canon.cross_layer.kernel_size=2"}},
+      {"gla_cross_layer", {"model.family=gla", "model.canon.set=b", "model.canon.cross_layer.layers=[0]"}},
       {"hybrid", {"model.family=hybrid", "model.n_layers=6", "model.layer_pattern=MASGDN", "model.canon.set=AbBCD",
                   "model.attention.window=7", "model.attention.key_shift.layers=[1, 2]"}},
   };

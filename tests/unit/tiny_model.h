@@ -18,6 +18,25 @@
 
 namespace canonlab::test {
 
+// One case of a test parameterised over models: a name and the --set overrides that make the model.
+struct SetsCase {
+  std::string name;
+  std::vector<std::string> sets;
+};
+inline void PrintTo(const SetsCase& c, std::ostream* os) { *os << c.name; }
+
+// The small copy-task model the per-family tests share: d 16, 2 layers, 2 heads, 12 symbols + BOS, a context of 40
+// tokens, one thread; `sets` are applied after these and override them.
+inline RunConfig tiny_copy_config(const std::vector<std::string>& sets) {
+  std::vector<std::string> all = {"model.d_model=16",        "model.n_heads=2",          "model.n_layers=2",
+                                  "task.vocab=12",           "task.n_symbols=8",         "model.max_seq_len=40",
+                                  "model.init_std=0.2",      "model.recurrent.chunk_size=4", "model.mamba2.d_state=4",
+                                  "model.gla.gate_low_rank_dim=3", "model.attention.window=3", "train.threads=1",
+                                  "train.seed=3"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return config_from_yaml_string("{}", all);
+}
+
 template <class T>
 struct TinyModel {
   RunConfig cfg;

@@ -13,7 +13,9 @@
 #include <string>
 
 #include "engine/backend/memory.h"
+#include "engine/error.h"
 #include "engine/ops/adamw/adamw.h"
+#include "engine/ops/canon_conv/epilogue.h"
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "engine/ops/gla/gates.h"
 
@@ -42,6 +44,10 @@ class Backend {
   virtual void linear_forward(T* y, int ldy, const T* x, int ldx, const T* w, const T* b, int N, int IN, int OUT) = 0;
   virtual void linear_backward(T* dx, int lddx, T* dw, T* db, const T* dy, int lddy, const T* x, int ldx, const T* w,
                                int N, int IN, int OUT) = 0;
+  // Weight-only int8 (engine/ops/int8_linear; canonlab eval / generate --int8): y = (x · wqᵀ) ⊙ scale + b with
+  // fp32 activations and accumulation; wq: (OUT, IN) int8 and scale: (OUT) are the parameter store's host copy.
+  virtual void linear_forward_int8(T* y, int ldy, const T* x, int ldx, const int8_t* wq, const float* scale,
+                                   const T* b, int N, int IN, int OUT) = 0;
   // dst = the bf16 rounding of src, as T (the shadow weights of bf16 precision); dst may alias src. (n)
   virtual void round_to_bf16(T* dst, const T* src, size_t n) = 0;
 
@@ -75,6 +81,25 @@ class Backend {
   virtual void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) = 0;
   virtual void short_conv_act_backward(T* dpre, const T* dy, int lddy, const T* pre, int N, int C, bool silu) = 0;
   virtual void short_conv_bias_backward(T* db, const T* dpre, int N, int C) = 0;
+
+  // ---- the fused Canon layer (engine/ops/canon_conv/fused.h): out = [in +] norm(act(conv(in))) in one pass ----
+  // Optional: a backend that returns false from has_fused_canon() (a CUDA backend, until its fused kernel exists)
+  // never has the other three called, and CanonLayer runs the separate ops (conv, activation, norm, add) instead.
+  // Where it returns true, results are bit for bit those of the separate ops.
+  virtual bool has_fused_canon() const { return false; }
+  // Elements of scratch canon_fused_backward needs (need not be initialised).
+  virtual size_t canon_fused_scratch_size(int B, int Tn, int C, int K, int G, CanonEpilogue ep) const { return 0; }
+  // conv: (B, Tn, C) the conv output kept for backward iff ep.saves_conv(); rstd (and mean for layernorm): (B·Tn)
+  virtual void canon_fused_forward(T* out, T* conv, T* mean, T* rstd, const T* in, const T* weight, const T* norm_w,
+                                   const T* norm_b, int B, int Tn, int C, int K, int G, CanonEpilogue ep, T eps) {
+    CANONLAB_CHECK(false, name() + ": backend has no fused Canon op (has_fused_canon() is false)");
+  }
+  // din written; dweight, dnorm_w, dnorm_b accumulated (the norm's may be null)
+  virtual void canon_fused_backward(T* din, T* dweight, T* dnorm_w, T* dnorm_b, T* scratch, const T* dout,
+                                    const T* in, const T* conv, const T* weight, const T* norm_w, const T* mean,
+                                    const T* rstd, int B, int Tn, int C, int K, int G, CanonEpilogue ep) {
+    CANONLAB_CHECK(false, name() + ": backend has no fused Canon op (has_fused_canon() is false)");
+  }
 
   // ---- activations (engine/ops/activation) ----
   virtual void gelu_forward(T* y, const T* x, size_t n) = 0;

@@ -13,6 +13,7 @@
 #include "engine/ops/adamw/adamw.h"
 #include "engine/ops/attention/fast.h"
 #include "engine/ops/canon_conv/fast.h"
+#include "engine/ops/canon_conv/fused.h"
 #include "engine/ops/cross_entropy/masked.h"
 #include "engine/ops/delta_rule/chunked.h"
 #include "engine/ops/delta_rule/inputs.h"
@@ -23,6 +24,7 @@
 #include "engine/ops/gla/chunked.h"
 #include "engine/ops/gla/gates.h"
 #include "engine/ops/gla/naive.h"
+#include "engine/ops/int8_linear/fast.h"
 #include "engine/ops/linear/bf16.h"
 #include "engine/ops/linear/fast.h"
 #include "engine/ops/norm/fast.h"
@@ -53,6 +55,10 @@ class CpuBackend final : public Backend<T> {
     if constexpr (std::is_same_v<T, float>)
       if (bf16_) return canonlab::linear_forward_bf16(*bf16_, y, ldy, x, ldx, w, b, N, IN, OUT);
     canonlab::linear_forward(y, ldy, x, ldx, w, b, N, IN, OUT);
+  }
+  void linear_forward_int8(T* y, int ldy, const T* x, int ldx, const int8_t* wq, const float* scale, const T* b,
+                           int N, int IN, int OUT) override {
+    canonlab::int8_linear_forward(y, ldy, x, ldx, wq, scale, b, N, IN, OUT);
   }
   void linear_backward(T* dx, int lddx, T* dw, T* db, const T* dy, int lddy, const T* x, int ldx, const T* w, int N,
                        int IN, int OUT) override {
@@ -112,6 +118,23 @@ class CpuBackend final : public Backend<T> {
                            int G) override {
     canonlab::canon_conv_backward(din, dweight, dout, in, weight, B, Tn, C, K, G);
   }
+  bool has_fused_canon() const override { return fused_canon_; }
+  size_t canon_fused_scratch_size(int B, int Tn, int C, int K, int G, CanonEpilogue ep) const override {
+    return canonlab::canon_fused_scratch_size(B, Tn, C, K, G, ep);
+  }
+  void canon_fused_forward(T* out, T* conv, T* mean, T* rstd, const T* in, const T* weight, const T* norm_w,
+                           const T* norm_b, int B, int Tn, int C, int K, int G, CanonEpilogue ep, T eps) override {
+    canonlab::canon_fused_forward(out, conv, mean, rstd, in, weight, norm_w, norm_b, B, Tn, C, K, G, ep, eps);
+  }
+  void canon_fused_backward(T* din, T* dweight, T* dnorm_w, T* dnorm_b, T* scratch, const T* dout, const T* in,
+                            const T* conv, const T* weight, const T* norm_w, const T* mean, const T* rstd, int B,
+                            int Tn, int C, int K, int G, CanonEpilogue ep) override {
+    canonlab::canon_fused_backward(din, dweight, dnorm_w, dnorm_b, scratch, dout, in, conv, weight, norm_w, mean,
+                                   rstd, B, Tn, C, K, G, ep);
+  }
+  // Off: CanonLayer takes the separate ops, as a backend without the fused op would (tests and benchmarks compare
+  // the two; the bits are the same).
+  void set_fused_canon(bool on) { fused_canon_ = on; }
   void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) override {
     canonlab::short_conv_bias_act_forward(y, ldy, pre, bias, N, C, silu);
   }
@@ -296,6 +319,7 @@ class CpuBackend final : public Backend<T> {
   // bf16 precision: the GEMM of engine/ops/linear/bf16.h (oneDNN's bf16 matmul where this CPU has one, else bf16-
   // rounded inputs through the fp32 GEMM), with its primitive cache and conversion scratch; null in fp32.
   std::unique_ptr<Bf16Gemm> bf16_;
+  bool fused_canon_ = true;
 };
 
 }  // namespace canonlab

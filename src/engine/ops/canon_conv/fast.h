@@ -26,6 +26,73 @@ constexpr int kGroupInner = 16;
 
 // out, in: (B, Tn, C); weight: (C, C/G, K)
 // out[t, c] = Σ_{j < C/G, i < K} weight[c, j, i] · in[t − (K−1) + i, g·(C/G) + j], g = c / (C/G)
+// Rows t0 <= t < t1 of one sequence: outb, inb: (Tn, C) of sequence b; cg = C/G. One thread. The order of the
+// sums of an output element does not depend on t0, t1, so any split into row ranges gives the same bits (the
+// fused Canon op, fused.h, relies on it).
+template <class T>
+void canon_conv_forward_rows(T* outb, const T* inb, const T* weight, int t0, int t1, int C, int K, int cg) {
+  using namespace canon_conv_detail;
+  if (cg == 1) {
+    for (int c0 = 0; c0 < C; c0 += kChannelTile) {
+      const int cb = std::min(kChannelTile, C - c0);
+      for (int t = t0; t < t1; t++)
+        for (int cc = 0; cc < cb; cc++) outb[(size_t)t * C + c0 + cc] = T(0);
+      for (int i0 = 0; i0 < K; i0 += kTapTile) {
+        const int kb = std::min(kTapTile, K - i0);
+        T wt[kTapTile][kChannelTile];  // wt[ii][cc] = weight[c0 + cc, 0, i0 + ii]
+        for (int ii = 0; ii < kb; ii++)
+          for (int cc = 0; cc < cb; cc++) wt[ii][cc] = weight[(size_t)(c0 + cc) * K + i0 + ii];
+        for (int t = t0; t < t1; t++) {
+          T* o = outb + (size_t)t * C + c0;
+          for (int ii = 0; ii < kb; ii++) {
+            const int s = t - (K - 1) + i0 + ii;
+            if (s < 0) continue;
+            const T* x = inb + (size_t)s * C + c0;
+            for (int cc = 0; cc < cb; cc++) o[cc] += wt[ii][cc] * x[cc];
+          }
+        }
+      }
+    }
+  } else {
+    // Per group and token, out = Σ_i W_i x_{t−(K−1)+i}: small matrix-vector products. Weight tiles are laid
+    // out [tap][input j][output c] so the innermost loop runs over output channels.
+    for (int t = t0; t < t1; t++)
+      for (int c = 0; c < C; c++) outb[(size_t)t * C + c] = T(0);
+    for (int g0 = 0; g0 < C; g0 += cg)
+      for (int c0 = 0; c0 < cg; c0 += kGroupTile) {
+        const int cb = std::min(kGroupTile, cg - c0);
+        for (int j0 = 0; j0 < cg; j0 += kGroupInner) {
+          const int jb = std::min(kGroupInner, cg - j0);
+          for (int i0 = 0; i0 < K; i0 += kTapTile) {
+            const int kb = std::min(kTapTile, K - i0);
+            // wt[ii][jj][cc] = weight[g0 + c0 + cc, j0 + jj, i0 + ii], zero-padded to a full tile so the
+            // innermost loop has a constant trip count and the accumulator tile stays in registers
+            T wt[kTapTile][kGroupInner][kGroupTile] = {};
+            for (int cc = 0; cc < cb; cc++)
+              for (int jj = 0; jj < jb; jj++)
+                for (int ii = 0; ii < kb; ii++)
+                  wt[ii][jj][cc] = weight[((size_t)(g0 + c0 + cc) * cg + j0 + jj) * K + i0 + ii];
+            for (int t = t0; t < t1; t++) {
+              T* o = outb + (size_t)t * C + g0 + c0;
+              T acc[kGroupTile] = {};
+              for (int cc = 0; cc < cb; cc++) acc[cc] = o[cc];
+              for (int ii = 0; ii < kb; ii++) {
+                const int s = t - (K - 1) + i0 + ii;
+                if (s < 0) continue;
+                const T* x = inb + (size_t)s * C + g0 + j0;
+                for (int jj = 0; jj < jb; jj++) {
+                  const T xv = x[jj];
+                  for (int cc = 0; cc < kGroupTile; cc++) acc[cc] += wt[ii][jj][cc] * xv;
+                }
+              }
+              for (int cc = 0; cc < cb; cc++) o[cc] = acc[cc];
+            }
+          }
+        }
+      }
+  }
+}
+
 template <class T>
 void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int C, int K, int G) {
   using namespace canon_conv_detail;
@@ -35,145 +102,82 @@ void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int
 #pragma omp parallel for schedule(static)
   for (int item = 0; item < B * nchunks; item++) {
     const int b = item / nchunks, t0 = (item % nchunks) * kTimeChunk, t1 = std::min(t0 + kTimeChunk, Tn);
-    const T* inb = in + (size_t)b * Tn * C;  // (Tn, C)
-    T* outb = out + (size_t)b * Tn * C;      // (Tn, C)
-    if (cg == 1) {
-      for (int c0 = 0; c0 < C; c0 += kChannelTile) {
-        const int cb = std::min(kChannelTile, C - c0);
-        for (int t = t0; t < t1; t++)
-          for (int cc = 0; cc < cb; cc++) outb[(size_t)t * C + c0 + cc] = T(0);
-        for (int i0 = 0; i0 < K; i0 += kTapTile) {
-          const int kb = std::min(kTapTile, K - i0);
-          T wt[kTapTile][kChannelTile];  // wt[ii][cc] = weight[c0 + cc, 0, i0 + ii]
-          for (int ii = 0; ii < kb; ii++)
-            for (int cc = 0; cc < cb; cc++) wt[ii][cc] = weight[(size_t)(c0 + cc) * K + i0 + ii];
-          for (int t = t0; t < t1; t++) {
-            T* o = outb + (size_t)t * C + c0;
-            for (int ii = 0; ii < kb; ii++) {
-              const int s = t - (K - 1) + i0 + ii;
-              if (s < 0) continue;
-              const T* x = inb + (size_t)s * C + c0;
-              for (int cc = 0; cc < cb; cc++) o[cc] += wt[ii][cc] * x[cc];
-            }
-          }
-        }
-      }
-    } else {
-      // Per group and token, out = Σ_i W_i x_{t−(K−1)+i}: small matrix-vector products. Weight tiles are laid
-      // out [tap][input j][output c] so the innermost loop runs over output channels.
-      for (int t = t0; t < t1; t++)
-        for (int c = 0; c < C; c++) outb[(size_t)t * C + c] = T(0);
-      for (int g0 = 0; g0 < C; g0 += cg)
-        for (int c0 = 0; c0 < cg; c0 += kGroupTile) {
-          const int cb = std::min(kGroupTile, cg - c0);
-          for (int j0 = 0; j0 < cg; j0 += kGroupInner) {
-            const int jb = std::min(kGroupInner, cg - j0);
-            for (int i0 = 0; i0 < K; i0 += kTapTile) {
-              const int kb = std::min(kTapTile, K - i0);
-              // wt[ii][jj][cc] = weight[g0 + c0 + cc, j0 + jj, i0 + ii], zero-padded to a full tile so the
-              // innermost loop has a constant trip count and the accumulator tile stays in registers
-              T wt[kTapTile][kGroupInner][kGroupTile] = {};
-              for (int cc = 0; cc < cb; cc++)
-                for (int jj = 0; jj < jb; jj++)
-                  for (int ii = 0; ii < kb; ii++)
-                    wt[ii][jj][cc] = weight[((size_t)(g0 + c0 + cc) * cg + j0 + jj) * K + i0 + ii];
-              for (int t = t0; t < t1; t++) {
-                T* o = outb + (size_t)t * C + g0 + c0;
-                T acc[kGroupTile] = {};
-                for (int cc = 0; cc < cb; cc++) acc[cc] = o[cc];
-                for (int ii = 0; ii < kb; ii++) {
-                  const int s = t - (K - 1) + i0 + ii;
-                  if (s < 0) continue;
-                  const T* x = inb + (size_t)s * C + g0 + j0;
-                  for (int jj = 0; jj < jb; jj++) {
-                    const T xv = x[jj];
-                    for (int cc = 0; cc < kGroupTile; cc++) acc[cc] += wt[ii][jj][cc] * xv;
-                  }
-                }
-                for (int cc = 0; cc < cb; cc++) o[cc] = acc[cc];
-              }
-            }
-          }
-        }
-    }
+    canon_conv_forward_rows(out + (size_t)b * Tn * C, in + (size_t)b * Tn * C, weight, t0, t1, C, K, cg);
   }
 }
 
-// din: (B, Tn, C) written; dweight: (C, C/G, K) accumulated; dout, in: (B, Tn, C)
+// Rows s0 <= s < s1 of one sequence's din: dinb, doutb: (Tn, C) of sequence b; cg = C/G. One thread; as in
+// forward, the bits of a row do not depend on the split.
+// din[s, g·cg + j] = Σ_{c in group g, i} weight[c, j, i] · dout[s + (K−1) − i, c]
 template <class T>
-void canon_conv_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight, int B, int Tn, int C, int K,
-                         int G) {
+void canon_conv_din_rows(T* dinb, const T* doutb, const T* weight, int s0, int s1, int Tn, int C, int K, int cg) {
   using namespace canon_conv_detail;
-  CANONLAB_CHECK(G > 0 && C % G == 0 && K > 0, "canon_conv: groups must divide channels and K must be positive");
-  const int cg = C / G;
-  const int nchunks = (Tn + kTimeChunk - 1) / kTimeChunk;
-  // din[s, g·cg + j] = Σ_{c in group g, i} weight[c, j, i] · dout[s + (K−1) − i, c]
-#pragma omp parallel for schedule(static)
-  for (int item = 0; item < B * nchunks; item++) {
-    const int b = item / nchunks, s0 = (item % nchunks) * kTimeChunk, s1 = std::min(s0 + kTimeChunk, Tn);
-    const T* doutb = dout + (size_t)b * Tn * C;  // (Tn, C)
-    T* dinb = din + (size_t)b * Tn * C;          // (Tn, C)
-    if (cg == 1) {
-      for (int c0 = 0; c0 < C; c0 += kChannelTile) {
-        const int cb = std::min(kChannelTile, C - c0);
-        for (int s = s0; s < s1; s++)
-          for (int cc = 0; cc < cb; cc++) dinb[(size_t)s * C + c0 + cc] = T(0);
-        for (int i0 = 0; i0 < K; i0 += kTapTile) {
-          const int kb = std::min(kTapTile, K - i0);
-          T wt[kTapTile][kChannelTile];
-          for (int ii = 0; ii < kb; ii++)
-            for (int cc = 0; cc < cb; cc++) wt[ii][cc] = weight[(size_t)(c0 + cc) * K + i0 + ii];
-          for (int s = s0; s < s1; s++) {
-            T* d = dinb + (size_t)s * C + c0;
-            for (int ii = 0; ii < kb; ii++) {
-              const int t = s + (K - 1) - (i0 + ii);
-              if (t >= Tn) continue;
-              const T* g = doutb + (size_t)t * C + c0;
-              for (int cc = 0; cc < cb; cc++) d[cc] += wt[ii][cc] * g[cc];
+  if (cg == 1) {
+    for (int c0 = 0; c0 < C; c0 += kChannelTile) {
+      const int cb = std::min(kChannelTile, C - c0);
+      for (int s = s0; s < s1; s++)
+        for (int cc = 0; cc < cb; cc++) dinb[(size_t)s * C + c0 + cc] = T(0);
+      for (int i0 = 0; i0 < K; i0 += kTapTile) {
+        const int kb = std::min(kTapTile, K - i0);
+        T wt[kTapTile][kChannelTile];
+        for (int ii = 0; ii < kb; ii++)
+          for (int cc = 0; cc < cb; cc++) wt[ii][cc] = weight[(size_t)(c0 + cc) * K + i0 + ii];
+        for (int s = s0; s < s1; s++) {
+          T* d = dinb + (size_t)s * C + c0;
+          for (int ii = 0; ii < kb; ii++) {
+            const int t = s + (K - 1) - (i0 + ii);
+            if (t >= Tn) continue;
+            const T* g = doutb + (size_t)t * C + c0;
+            for (int cc = 0; cc < cb; cc++) d[cc] += wt[ii][cc] * g[cc];
+          }
+        }
+      }
+    }
+  } else {
+    // din_s = Σ_i W_i^T dout_{s+(K−1)−i} per group: the transposed products, with weight tiles laid out
+    // [tap][output c][input j] so the innermost loop runs over the input channels being written.
+    for (int s = s0; s < s1; s++)
+      for (int c = 0; c < C; c++) dinb[(size_t)s * C + c] = T(0);
+    for (int g0 = 0; g0 < C; g0 += cg)
+      for (int j0 = 0; j0 < cg; j0 += kGroupTile) {
+        const int jb = std::min(kGroupTile, cg - j0);
+        for (int c0 = 0; c0 < cg; c0 += kGroupInner) {
+          const int cb = std::min(kGroupInner, cg - c0);
+          for (int i0 = 0; i0 < K; i0 += kTapTile) {
+            const int kb = std::min(kTapTile, K - i0);
+            // wt[ii][cc][jj] = weight[g0 + c0 + cc, j0 + jj, i0 + ii], zero-padded as in forward
+            T wt[kTapTile][kGroupInner][kGroupTile] = {};
+            for (int cc = 0; cc < cb; cc++)
+              for (int jj = 0; jj < jb; jj++)
+                for (int ii = 0; ii < kb; ii++)
+                  wt[ii][cc][jj] = weight[((size_t)(g0 + c0 + cc) * cg + j0 + jj) * K + i0 + ii];
+            for (int s = s0; s < s1; s++) {
+              T* d = dinb + (size_t)s * C + g0 + j0;
+              T acc[kGroupTile] = {};
+              for (int jj = 0; jj < jb; jj++) acc[jj] = d[jj];
+              for (int ii = 0; ii < kb; ii++) {
+                const int t = s + (K - 1) - (i0 + ii);
+                if (t >= Tn) continue;
+                const T* gr = doutb + (size_t)t * C + g0 + c0;
+                for (int cc = 0; cc < cb; cc++) {
+                  const T gv = gr[cc];
+                  for (int jj = 0; jj < kGroupTile; jj++) acc[jj] += wt[ii][cc][jj] * gv;
+                }
+              }
+              for (int jj = 0; jj < jb; jj++) d[jj] = acc[jj];
             }
           }
         }
       }
-    } else {
-      // din_s = Σ_i W_i^T dout_{s+(K−1)−i} per group: the transposed products, with weight tiles laid out
-      // [tap][output c][input j] so the innermost loop runs over the input channels being written.
-      for (int s = s0; s < s1; s++)
-        for (int c = 0; c < C; c++) dinb[(size_t)s * C + c] = T(0);
-      for (int g0 = 0; g0 < C; g0 += cg)
-        for (int j0 = 0; j0 < cg; j0 += kGroupTile) {
-          const int jb = std::min(kGroupTile, cg - j0);
-          for (int c0 = 0; c0 < cg; c0 += kGroupInner) {
-            const int cb = std::min(kGroupInner, cg - c0);
-            for (int i0 = 0; i0 < K; i0 += kTapTile) {
-              const int kb = std::min(kTapTile, K - i0);
-              // wt[ii][cc][jj] = weight[g0 + c0 + cc, j0 + jj, i0 + ii], zero-padded as in forward
-              T wt[kTapTile][kGroupInner][kGroupTile] = {};
-              for (int cc = 0; cc < cb; cc++)
-                for (int jj = 0; jj < jb; jj++)
-                  for (int ii = 0; ii < kb; ii++)
-                    wt[ii][cc][jj] = weight[((size_t)(g0 + c0 + cc) * cg + j0 + jj) * K + i0 + ii];
-              for (int s = s0; s < s1; s++) {
-                T* d = dinb + (size_t)s * C + g0 + j0;
-                T acc[kGroupTile] = {};
-                for (int jj = 0; jj < jb; jj++) acc[jj] = d[jj];
-                for (int ii = 0; ii < kb; ii++) {
-                  const int t = s + (K - 1) - (i0 + ii);
-                  if (t >= Tn) continue;
-                  const T* gr = doutb + (size_t)t * C + g0 + c0;
-                  for (int cc = 0; cc < cb; cc++) {
-                    const T gv = gr[cc];
-                    for (int jj = 0; jj < kGroupTile; jj++) acc[jj] += wt[ii][cc][jj] * gv;
-                  }
-                }
-                for (int jj = 0; jj < jb; jj++) d[jj] = acc[jj];
-              }
-            }
-          }
-        }
-    }
   }
+}
 
-  // dweight[c, j, i] += Σ_{b, t} dout[t, c] · in[t − (K−1) + i, g·cg + j]
+// dweight: (C, C/G, K) accumulated; dout, in: (B, Tn, C)
+// dweight[c, j, i] += Σ_{b, t} dout[t, c] · in[t − (K−1) + i, g·cg + j]
+template <class T>
+void canon_conv_dweight(T* dweight, const T* dout, const T* in, int B, int Tn, int C, int K, int G) {
+  using namespace canon_conv_detail;
+  const int cg = C / G;
   if (cg == 1) {
     const int nblocks = (C + kDwBlock - 1) / kDwBlock;
 #pragma omp parallel for schedule(static)
@@ -241,6 +245,22 @@ void canon_conv_backward(T* din, T* dweight, const T* dout, const T* in, const T
       }
     }
   }
+}
+
+// din: (B, Tn, C) written; dweight: (C, C/G, K) accumulated; dout, in: (B, Tn, C)
+template <class T>
+void canon_conv_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight, int B, int Tn, int C, int K,
+                         int G) {
+  using namespace canon_conv_detail;
+  CANONLAB_CHECK(G > 0 && C % G == 0 && K > 0, "canon_conv: groups must divide channels and K must be positive");
+  const int cg = C / G;
+  const int nchunks = (Tn + kTimeChunk - 1) / kTimeChunk;
+#pragma omp parallel for schedule(static)
+  for (int item = 0; item < B * nchunks; item++) {
+    const int b = item / nchunks, s0 = (item % nchunks) * kTimeChunk, s1 = std::min(s0 + kTimeChunk, Tn);
+    canon_conv_din_rows(din + (size_t)b * Tn * C, dout + (size_t)b * Tn * C, weight, s0, s1, Tn, C, K, cg);
+  }
+  canon_conv_dweight(dweight, dout, in, B, Tn, C, K, G);
 }
 
 }  // namespace canonlab

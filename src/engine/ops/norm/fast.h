@@ -13,45 +13,84 @@ namespace norm_detail {
 constexpr int kChannelBlock = 16;
 }  // namespace norm_detail
 
+// One row of each op below (yn, xn, dxn, dyn: (C)), shared with the fused Canon op (canon_conv/fused.h) so
+// both give the same bits. yn may alias xn, and dxn dyn.
+template <class T>
+inline T rmsnorm_forward_row(T* yn, const T* xn, const T* w, int C, T eps) {
+  double ss = 0;
+  for (int c = 0; c < C; c++) ss += double(xn[c]) * double(xn[c]);
+  T r = T(1.0 / std::sqrt(ss / C + double(eps)));
+  if (w)
+    for (int c = 0; c < C; c++) yn[c] = xn[c] * r * w[c];
+  else
+    for (int c = 0; c < C; c++) yn[c] = xn[c] * r;
+  return r;
+}
+
+template <class T>
+inline void rmsnorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, T r, int C) {
+  // dx = r (g - x r² mean(g ⊙ x)), g = w ⊙ dy
+  double gx = 0;
+  if (w)
+    for (int c = 0; c < C; c++) gx += double(dyn[c] * w[c]) * double(xn[c]);
+  else
+    for (int c = 0; c < C; c++) gx += double(dyn[c]) * double(xn[c]);
+  T k = T(gx / C) * r * r;
+  if (w)
+    for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] * w[c] - xn[c] * k);
+  else
+    for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] - xn[c] * k);
+}
+
+template <class T>
+inline void layernorm_forward_row(T* yn, T& mean, T& rstd, const T* xn, const T* w, const T* b, int C, T eps) {
+  // Two passes (mean, then centred squares): one-pass E[x²] - E[x]² cancels badly when |mean| >> std.
+  double s = 0;
+  for (int c = 0; c < C; c++) s += double(xn[c]);
+  double m = s / C;
+  double var = 0;
+  for (int c = 0; c < C; c++) var += (double(xn[c]) - m) * (double(xn[c]) - m);
+  T r = T(1.0 / std::sqrt(var / C + double(eps)));
+  T mt = T(m);
+  for (int c = 0; c < C; c++) {
+    T v = (xn[c] - mt) * r;
+    if (w) v *= w[c];
+    if (b) v += b[c];
+    yn[c] = v;
+  }
+  mean = mt;
+  rstd = r;
+}
+
+template <class T>
+inline void layernorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, T m, T r, int C) {
+  // dx = r (g - mean(g) - xhat mean(g ⊙ xhat)), g = w ⊙ dy, xhat = (x - mean) r
+  double gs = 0, gxs = 0;
+  for (int c = 0; c < C; c++) {
+    T g = w ? dyn[c] * w[c] : dyn[c];
+    gs += double(g);
+    gxs += double(g) * double((xn[c] - m) * r);
+  }
+  T gm = T(gs / C), gxm = T(gxs / C);
+  for (int c = 0; c < C; c++) {
+    T g = w ? dyn[c] * w[c] : dyn[c];
+    dxn[c] = r * (g - gm - (xn[c] - m) * r * gxm);
+  }
+}
+
 // y, x: (N, C); rstd: (N) saved for backward; w: (C) or nullptr
 template <class T>
 void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int C, T eps) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    const T* xn = x + (size_t)n * C;
-    T* yn = y + (size_t)n * C;
-    double ss = 0;
-    for (int c = 0; c < C; c++) ss += double(xn[c]) * double(xn[c]);
-    T r = T(1.0 / std::sqrt(ss / C + double(eps)));
-    if (w)
-      for (int c = 0; c < C; c++) yn[c] = xn[c] * r * w[c];
-    else
-      for (int c = 0; c < C; c++) yn[c] = xn[c] * r;
-    rstd[n] = r;
-  }
+  for (int n = 0; n < N; n++) rstd[n] = rmsnorm_forward_row(y + (size_t)n * C, x + (size_t)n * C, w, C, eps);
 }
 
 // dx: (N, C) written; dw: (C) accumulated when w and dw are non-null
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    const T* xn = x + (size_t)n * C;
-    const T* dyn = dy + (size_t)n * C;
-    T* dxn = dx + (size_t)n * C;
-    T r = rstd[n];
-    // dx = r (g - x r² mean(g ⊙ x)), g = w ⊙ dy
-    double gx = 0;
-    if (w)
-      for (int c = 0; c < C; c++) gx += double(dyn[c] * w[c]) * double(xn[c]);
-    else
-      for (int c = 0; c < C; c++) gx += double(dyn[c]) * double(xn[c]);
-    T k = T(gx / C) * r * r;
-    if (w)
-      for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] * w[c] - xn[c] * k);
-    else
-      for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] - xn[c] * k);
-  }
+  for (int n = 0; n < N; n++)
+    rmsnorm_backward_row(dx + (size_t)n * C, dy + (size_t)n * C, x + (size_t)n * C, w, rstd[n], C);
   if (!(w && dw)) return;
   constexpr int CB = norm_detail::kChannelBlock;
   int nblocks = (C + CB - 1) / CB;
@@ -73,26 +112,8 @@ void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T
 template <class T>
 void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C, T eps) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    const T* xn = x + (size_t)n * C;
-    T* yn = y + (size_t)n * C;
-    // Two passes (mean, then centred squares): one-pass E[x²] - E[x]² cancels badly when |mean| >> std.
-    double s = 0;
-    for (int c = 0; c < C; c++) s += double(xn[c]);
-    double m = s / C;
-    double var = 0;
-    for (int c = 0; c < C; c++) var += (double(xn[c]) - m) * (double(xn[c]) - m);
-    T r = T(1.0 / std::sqrt(var / C + double(eps)));
-    T mt = T(m);
-    for (int c = 0; c < C; c++) {
-      T v = (xn[c] - mt) * r;
-      if (w) v *= w[c];
-      if (b) v += b[c];
-      yn[c] = v;
-    }
-    mean[n] = mt;
-    rstd[n] = r;
-  }
+  for (int n = 0; n < N; n++)
+    layernorm_forward_row(y + (size_t)n * C, mean[n], rstd[n], x + (size_t)n * C, w, b, C, eps);
 }
 
 // dx: (N, C) written; dw: (C) accumulated when w and dw are non-null; db: (C) accumulated when non-null
@@ -100,24 +121,8 @@ template <class T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd, int N,
                         int C) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    const T* xn = x + (size_t)n * C;
-    const T* dyn = dy + (size_t)n * C;
-    T* dxn = dx + (size_t)n * C;
-    T m = mean[n], r = rstd[n];
-    // dx = r (g - mean(g) - xhat mean(g ⊙ xhat)), g = w ⊙ dy, xhat = (x - mean) r
-    double gs = 0, gxs = 0;
-    for (int c = 0; c < C; c++) {
-      T g = w ? dyn[c] * w[c] : dyn[c];
-      gs += double(g);
-      gxs += double(g) * double((xn[c] - m) * r);
-    }
-    T gm = T(gs / C), gxm = T(gxs / C);
-    for (int c = 0; c < C; c++) {
-      T g = w ? dyn[c] * w[c] : dyn[c];
-      dxn[c] = r * (g - gm - (xn[c] - m) * r * gxm);
-    }
-  }
+  for (int n = 0; n < N; n++)
+    layernorm_backward_row(dx + (size_t)n * C, dy + (size_t)n * C, x + (size_t)n * C, w, mean[n], rstd[n], C);
   bool do_dw = w && dw;
   if (!do_dw && !db) return;
   constexpr int CB = norm_detail::kChannelBlock;
