@@ -58,4 +58,7 @@ inline int canon_b_width(const ModelConfig& m, char letter) {
   return 2 * s.key_width + s.value_width;
 }
 
+// Width Canon-D convolves over: the MLP's up projection (gate|up for swiglu).
+inline int canon_d_width(const ModelConfig& m) { return m.mlp.kind == "swiglu" ? 2 * m.mlp.hidden_dim : m.mlp.hidden_dim; }
+
 }  // namespace canonlab

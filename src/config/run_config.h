@@ -26,6 +26,7 @@ struct CanonConfig {
   int groups = 0;               // 0 = depthwise (groups = channels); must divide the channel count
   std::string norm = "none";    // none | layernorm | rmsnorm  (applied to the conv output before the residual add)
   CrossLayerCanonConfig cross_layer;
+  int dynamic = 0;              // rank R of the dynamic kernel map (docs/canon-variants.md); 0 = static; needs depthwise
 };
 
 struct KeyShiftConfig {

@@ -120,6 +120,10 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.canon.cross_layer.residual, "cross-layer Canon: h_{l+1} + X(h_l); false: X(h_l) replaces block l's skip"));
   add(CANONLAB_KEY(model.canon.cross_layer.activation, "cross-layer Canon: activation on the conv output").one_of({"none", "silu", "elu"}));
   add(CANONLAB_KEY(model.canon.cross_layer.norm, "cross-layer Canon: norm on the conv output").one_of({"none", "layernorm", "rmsnorm"}));
+  add(CANONLAB_KEY(model.canon.dynamic, "dynamic Canon: rank R of the map from the hidden state to a per-position kernel offset (docs/canon-variants.md); 0 = static")
+          .at_least(0)
+          .at_most(256)
+          .with_rule("> 0 needs depthwise convs (canon.groups 0)"));
 
   add(CANONLAB_KEY(model.recurrent.chunk_size, "chunk length of the chunked linear-time kernels")
           .at_least(1)

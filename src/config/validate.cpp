@@ -187,28 +187,48 @@ void check_canon_letters(CanonConfig& canon, const ModelConfig& model, const std
            " sits in the MLP, but Mamba2 layers have no MLP unless model.mamba2.mlp is true; allowed letters here: A, b, B");
 }
 
+// Calls visit(channels, letter, what) for the channel count of each Canon position in use (uppercase letters;
+// B once per mixer kind).
+template <class Visit>
+void for_each_canon_width(const CanonConfig& canon, const ModelConfig& model, const std::string& letters, Visit visit) {
+  for (char letter : canon.set) {
+    if (letter == 'A' || letter == 'C') visit(model.d_model, letter, std::string("d_model"));
+    if (letter == 'D')
+      visit(mlp_up_width(model.mlp), letter,
+            std::string(model.mlp.kind == "swiglu" ? "2 * mlp.hidden_dim, the gated up width" : "mlp.hidden_dim"));
+    if (letter == 'B')
+      for (char mixer : std::set<char>(letters.begin(), letters.end()))
+        visit(canon_b_width(model, mixer), letter,
+              is_attention_letter(mixer) ? std::string("3 * d_model, the Q/K/V width")
+              : mixer == 'M'             ? std::string("the Mamba2 in_proj width")
+                                         : "the q|k|v width of the " + std::string(1, mixer) + " layers");
+  }
+}
+
 // Channels each Canon position convolves over; groups must divide every one that is in use.
 void check_canon_groups(const CanonConfig& canon, const ModelConfig& model, const std::string& letters) {
   if (canon.groups == 0) return;  // depthwise
-  auto check = [&](int channels, char letter, const std::string& what) {
+  for_each_canon_width(canon, model, letters, [&](int channels, char letter, const std::string& what) {
     if (channels % canon.groups != 0) {
       fail("model.canon.groups: " + std::to_string(canon.groups) + " does not divide the " +
            std::to_string(channels) + " channels of Canon-" + letter + " (" + what +
            "); groups must divide every channel count in use, or be 0 for depthwise");
     }
-  };
-  for (char letter : canon.set) {
-    if (letter == 'A' || letter == 'C') check(model.d_model, letter, "d_model");
-    if (letter == 'D')
-      check(mlp_up_width(model.mlp), letter,
-            model.mlp.kind == "swiglu" ? "2 * mlp.hidden_dim, the gated up width" : "mlp.hidden_dim");
-    if (letter == 'B')
-      for (char mixer : std::set<char>(letters.begin(), letters.end()))
-        check(canon_b_width(model, mixer), letter,
-              is_attention_letter(mixer) ? "3 * d_model, the Q/K/V width"
-              : mixer == 'M'             ? "the Mamba2 in_proj width"
-                                         : "the q|k|v width of the " + std::string(1, mixer) + " layers");
-  }
+  });
+}
+
+// Dynamic Canon (docs/canon-variants.md) offsets a per-channel kernel: every Canon position must be depthwise.
+void check_canon_dynamic(const CanonConfig& canon, const ModelConfig& model, const std::string& letters) {
+  if (canon.dynamic == 0 || canon.groups == 0) return;
+  for_each_canon_width(canon, model, letters, [&](int channels, char letter, const std::string& what) {
+    if (channels != canon.groups) {
+      fail("model.canon.dynamic: " + std::to_string(canon.dynamic) + " needs depthwise Canon convolutions, but " +
+           "model.canon.groups: " + std::to_string(canon.groups) + " makes Canon-" + letter + " grouped (" +
+           std::to_string(channels / canon.groups) + " channels per group over its " + std::to_string(channels) +
+           " channels, " + what + "); allowed: model.canon.groups 0 (depthwise) with model.canon.dynamic > 0, or " +
+           "model.canon.dynamic 0");
+    }
+  });
 }
 
 // Letters are validated, then written in AbBCD order so equal configs compare equal as text.
@@ -297,6 +317,7 @@ void resolve_and_validate(RunConfig& config) {
   }
   check_canon_letters(model.canon, model, letters);
   check_canon_groups(model.canon, model, letters);
+  check_canon_dynamic(model.canon, model, letters);
   normalize_canon_set(model.canon);
 
   if (!parse_device(config.train.device))

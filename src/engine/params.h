@@ -62,7 +62,16 @@ struct ParamInfo {
   // The (out, in) weight of a GEMM y = x Wᵀ in forward (every Linear, the tied embedding as the head): what int8
   // inference quantizes (engine/int8_weights.h).
   bool gemm_weight = false;
+  uint64_t init_stream = 0;    // the CounterRng stream its initial values draw from (ParameterStore::add)
 };
+
+// Which range of init streams a parameter draws from. Ordinary parameters use 1000 + their ordinal among ordinary
+// parameters. Optional extras that a config can add to an existing model (the dynamic Canon maps) draw from a
+// separate range, so switching them on shifts no ordinary parameter's stream: the model's other parameters start
+// from exactly the values they have without the extras, for the same seed.
+enum class InitStream { ordinary, extra };
+inline constexpr uint64_t kOrdinaryInitStreamBase = 1000;
+inline constexpr uint64_t kExtraInitStreamBase = uint64_t(1) << 40;
 
 template <class T>
 class ParameterStore;
@@ -91,7 +100,8 @@ class ParameterStore {
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
-  Param<T> add(std::string name, std::vector<int64_t> shape, InitSpec init, ParamGroup group) {
+  Param<T> add(std::string name, std::vector<int64_t> shape, InitSpec init, ParamGroup group,
+               InitStream stream = InitStream::ordinary) {
     CANONLAB_CHECK(!finalized_, "parameter '" + name + "' registered after finalize()");
     ParamInfo info;
     info.name = std::move(name);
@@ -101,18 +111,20 @@ class ParameterStore {
     info.offset = total_;
     info.init = init;
     info.group = group;
+    info.init_stream = stream == InitStream::ordinary ? kOrdinaryInitStreamBase + n_ordinary_++
+                                                      : kExtraInitStreamBase + n_extra_++;
     total_ += info.numel;
     infos_.push_back(std::move(info));
     return Param<T>{this, infos_.size() - 1};
   }
 
-  // The initial values, drawn on the host. Parameter i uses the random stream (seed, i), so its values do not
-  // depend on the other parameters, on threads or on the device the run uses.
+  // The initial values, drawn on the host. Each parameter uses the random stream (seed, init_stream), so its values
+  // do not depend on the other parameters' values, on threads or on the device the run uses.
   std::vector<T> initial_values(uint64_t seed) const {
     std::vector<T> values(total_, T(0));
     for (size_t i = 0; i < infos_.size(); i++) {
       const ParamInfo& p = infos_[i];
-      CounterRng rng(seed, 1000 + i);
+      CounterRng rng(seed, p.init_stream);
       T* v = values.data() + p.offset;
       for (size_t j = 0; j < p.numel; j++) {
         switch (p.init.kind) {
@@ -208,6 +220,7 @@ class ParameterStore {
   DeviceBuffer<T> values_, grads_, shadow_;
   Int8Weights int8_;  // empty unless quantize_int8()
   size_t total_ = 0;
+  uint64_t n_ordinary_ = 0, n_extra_ = 0;  // parameters registered in each InitStream range so far
   bool finalized_ = false;
 };
 

@@ -5,7 +5,10 @@
 //     (the causal half, or the window of S layers)
 //   linear-time recurrences, per token and head (the per-step algorithm, not the chunked one's extra work):
 //     Mamba2 and GLA 4·K·V (state update and readout), (Gated) DeltaNet 6·K·V (also the prediction Sᵀk); x3
-// Elementwise work (norms, Canon and short convolutions, gates, softmax) is not counted, as is customary.
+//   dynamic Canon (model.canon.dynamic = R): each Canon layer's two low-rank maps V: (R, C), U: (C·K, R) are
+//     projection matrices, 6 * tokens * R·C·(1 + K), plus the dynamic taps themselves (the per-token kernel is not
+//     a weight, so they count as elementwise would not): 6 * tokens * C·K
+// Elementwise work (norms, static Canon and short convolutions, gates, softmax) is not counted, as is customary.
 #include "config/model_shapes.h"
 #include "config/run_config.h"
 
@@ -15,8 +18,13 @@ inline double model_train_flops(const ModelConfig& m, int B, int T) {
   const double C = m.d_model, V = m.vocab_size, Hd = m.mlp.hidden_dim, H = m.n_heads;
   const double tokens = double(B) * T;
   const double mlp_params = (m.mlp.kind == "swiglu" ? 3 : 2) * C * Hd;
-  double matrix_params = V * C, attention = 0, recurrence = 0;
+  double matrix_params = V * C, attention = 0, recurrence = 0, canon_channels = 0;  // Σ channels of Canon layers
+  const auto has_canon = [&](char placement) { return m.canon.set.find(placement) != std::string::npos; };
   for (char letter : mixer_letters(m)) {
+    if (has_canon('A')) canon_channels += C;
+    if (has_canon('C') && layer_has_mlp(m, letter)) canon_channels += C;
+    if (has_canon('D') && layer_has_mlp(m, letter)) canon_channels += canon_d_width(m);
+    if (has_canon('B')) canon_channels += canon_b_width(m, letter);
     if (layer_has_mlp(m, letter)) matrix_params += mlp_params;
     if (is_attention_letter(letter)) {
       matrix_params += 4 * C * C;
@@ -36,7 +44,9 @@ inline double model_train_flops(const ModelConfig& m, int B, int T) {
       recurrence += tokens * H * (letter == 'G' ? 4.0 : 6.0) * s.head_k * s.head_v;
     }
   }
-  return 6.0 * tokens * matrix_params + 6.0 * attention + 3.0 * recurrence;
+  const double R = m.canon.dynamic, K = m.canon.kernel_size;
+  const double dynamic_canon = R > 0 ? canon_channels * (R * (1 + K) + K) : 0;
+  return 6.0 * tokens * (matrix_params + dynamic_canon) + 6.0 * attention + 3.0 * recurrence;
 }
 
 }  // namespace canonlab

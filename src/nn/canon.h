@@ -1,6 +1,8 @@
 #pragma once
 // Canon layer (Physics of LMs 4.1): a causal 1-D convolution over time that mixes each position with its
 // K-1 predecessors.  out = [h +] norm(act(conv(h)))
+// With model.canon.dynamic = R > 0 the conv's kernel at each position is W + Δ_t, Δ_t a rank-R map of h_t
+// (nn/dynamic_canon.h, docs/canon-variants.md).
 // Defaults follow the paper: depthwise, kernel 4, no bias, residual, no activation, PyTorch-default init
 // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) rather than normal(0.02) — the O(1) init is what makes it help.
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "engine/ops/canon_conv/naive.h"
 #include "engine/params.h"
 #include "nn/context.h"
+#include "nn/dynamic_canon.h"
 #include "nn/norm.h"
 
 namespace canonlab {
@@ -37,6 +40,13 @@ class CanonLayer {
     int fan_in = (channels / groups_) * kernel_;
     weight_ = store.add(name + ".weight", {channels, channels / groups_, kernel_},
                         InitSpec::uniform(1.0 / std::sqrt(double(fan_in))), ParamGroup::canon);
+    if (cfg.dynamic > 0) {
+      CANONLAB_CHECK(groups_ == channels, name + ": model.canon.dynamic=" + std::to_string(cfg.dynamic) +
+                                              " needs a depthwise conv, but model.canon.groups=" +
+                                              std::to_string(groups_) + " over " + std::to_string(channels) +
+                                              " channels");
+      dynamic_ = std::make_unique<DynamicCanonMap<T>>(store, name, channels, kernel_, cfg.dynamic);
+    }
     if (cfg.norm != "none")
       norm_ = std::make_unique<Norm<T>>(store, name + ".norm", channels, parse_norm_kind(cfg.norm), norm_eps);
   }
@@ -46,11 +56,12 @@ class CanonLayer {
     const size_t n = size_t(B) * Tn * channels_;
     Backend<T>& be = ctx.backend;
     in_ = in;
-    fused_ = be.has_fused_canon() && epilogue().fusion_pays();
+    fused_ = be.has_fused_canon() && epilogue().fusion_pays() && !dynamic_;  // the fused op is static
     if (fused_) return forward_fused(ctx, out, in, B, Tn);
     // conv -> act -> norm, each stage kept for backward when it is not the last.
     conv_out_ = ctx.arena.template alloc<T>(n);
     be.canon_conv_forward(conv_out_, in, weight_.value(), B, Tn, channels_, kernel_, groups_);
+    if (dynamic_) dynamic_->forward_add(ctx, conv_out_, in, B, Tn);
     const T* branch = conv_out_;
     act_out_ = conv_out_;
     if (activation_ != Activation::none) {
@@ -75,6 +86,7 @@ class CanonLayer {
     const int C = channels_;
     std::vector<T> branch(C);
     canon_conv_step(branch.data(), cache.data(), in_t, weight_.value(), C, kernel_, groups_);
+    if (dynamic_) dynamic_->step_add(branch.data(), cache.data(), in_t);
     if (activation_ == Activation::silu) silu_forward(branch.data(), branch.data(), size_t(C));
     if (activation_ == Activation::elu) elu_forward(branch.data(), branch.data(), size_t(C));
     if (norm_) {
@@ -103,6 +115,7 @@ class CanonLayer {
       dbranch = dconv;
     }
     be.canon_conv_backward(din, weight_.grad(), dbranch, in_, weight_.value(), B, Tn, channels_, kernel_, groups_);
+    if (dynamic_) dynamic_->backward_add(ctx, din, dbranch, in_, B, Tn);
     if (residual_) be.add_into(din, dout, n);
   }
 
@@ -146,6 +159,7 @@ class CanonLayer {
   bool residual_;
   Activation activation_;
   Param<T> weight_;
+  std::unique_ptr<DynamicCanonMap<T>> dynamic_;  // null for a static layer
   std::unique_ptr<Norm<T>> norm_;
   const T* in_ = nullptr;
   T* conv_out_ = nullptr;

@@ -126,30 +126,38 @@ class StepArena {
     if (kind == "layernorm") alloc(N_);  // mean
   }
 
-  // CanonLayer's fused path (the CPU backend's): the conv output when an activation or norm follows, the norm's
-  // rstd (and mean); backward takes canon_fused_scratch_size.
-  // model.canon's layers (A-D) or a cross-layer connection's (depthwise, its own kernel, activation and norm).
-  void canon_forward(double channels) { canon_forward(channels, m_.canon.activation, m_.canon.norm); }
+  // model.canon's layers (A-D) or a cross-layer connection's (depthwise, its own kernel, activation and norm, never
+  // dynamic).
+  void canon_forward(double channels) {
+    canon_forward(channels, m_.canon.activation, m_.canon.norm, m_.canon.dynamic);
+  }
   void canon_backward(double channels) {
     canon_backward(channels, m_.canon.kernel_size, m_.canon.groups <= 0 || m_.canon.groups == channels,
-                   m_.canon.activation, m_.canon.norm);
+                   m_.canon.activation, m_.canon.norm, m_.canon.dynamic);
   }
   void cross_layer_canon_forward() {
-    canon_forward(m_.d_model, m_.canon.cross_layer.activation, m_.canon.cross_layer.norm);
+    canon_forward(m_.d_model, m_.canon.cross_layer.activation, m_.canon.cross_layer.norm, 0);
   }
   void cross_layer_canon_backward() {
     canon_backward(m_.d_model, m_.canon.cross_layer.kernel_size, true, m_.canon.cross_layer.activation,
-                   m_.canon.cross_layer.norm);
+                   m_.canon.cross_layer.norm, 0);
   }
   // CanonLayer on the CPU: the fused op where it pays (CanonEpilogue::fusion_pays: not both an activation and a
-  // norm), else the separate passes, each stage's output kept.
-  static bool fused(const std::string& activation, const std::string& norm) {
-    return activation == "none" || norm == "none";
+  // norm) and the layer is static, else the separate passes, each stage's output kept.
+  static bool fused(const std::string& activation, const std::string& norm, int dynamic) {
+    return dynamic == 0 && (activation == "none" || norm == "none");
   }
-  void canon_forward(double channels, const std::string& activation, const std::string& norm) {
-    if (!fused(activation, norm)) {
-      alloc(N_ * channels), alloc(N_ * channels), alloc(N_ * channels);  // conv, activation and norm outputs
-      norm_forward(norm);
+  void canon_forward(double channels, const std::string& activation, const std::string& norm, int dynamic) {
+    if (!fused(activation, norm, dynamic)) {
+      alloc(N_ * channels);  // conv output
+      if (dynamic > 0) {     // z kept; Δ a temporary, released at once (nn/dynamic_canon.h)
+        alloc(N_ * dynamic);
+        const double mark = arena_.mark();
+        alloc(N_ * channels * m_.canon.kernel_size);
+        arena_.release(mark);
+      }
+      if (activation != "none") alloc(N_ * channels);
+      if (norm != "none") alloc(N_ * channels), norm_forward(norm);
       return;
     }
     const bool saves_conv = activation != "none" || norm != "none";
@@ -158,9 +166,12 @@ class StepArena {
     if (norm == "layernorm") alloc(N_);  // mean
   }
   void canon_backward(double channels, double K, bool depthwise, const std::string& activation,
-                      const std::string& norm) {
-    if (!fused(activation, norm)) {
-      alloc(N_ * channels), alloc(N_ * channels);  // dnorm, dact
+                      const std::string& norm, int dynamic) {
+    if (!fused(activation, norm, dynamic)) {
+      if (norm != "none") alloc(N_ * channels);
+      if (activation != "none") alloc(N_ * channels);
+      if (dynamic > 0)  // Δ recomputed, dΔ, dz, the map's dx (nn/dynamic_canon.h)
+        alloc(N_ * channels * K), alloc(N_ * channels * K), alloc(N_ * dynamic), alloc(N_ * channels);
       return;
     }
     const bool saves_conv = activation != "none" || norm != "none";

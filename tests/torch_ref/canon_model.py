@@ -37,7 +37,7 @@ DEFAULTS = {
         },
         "mlp": {"kind": "gelu", "hidden_dim": 0, "bias": False},
         "canon": {"set": "", "kernel_size": 4, "residual": True, "activation": "none", "groups": 0,
-                  "norm": "none", "cross_layer": {"layers": [], "kernel_size": 4, "residual": True,
+                  "norm": "none", "dynamic": 0, "cross_layer": {"layers": [], "kernel_size": 4, "residual": True,
                                                   "activation": "none", "norm": "none"}},
         "recurrent": {"chunk_size": 64, "conv_kernel": 4, "kernel": "chunked"},
         "mamba2": {"d_state": 64, "expand": 2, "headdim": 0, "ngroups": 1, "mlp": False, "dt_min": 1e-3,
@@ -162,7 +162,12 @@ class Norm(nn.Module):
 
 class Canon(nn.Module):
     """Canon layer over m channels: causal grouped conv1d (weight (m, m/G, K), no bias, left zero padding
-    K-1), then activation, then optional norm, then the residual add h + y (or just y)."""
+    K-1), then activation, then optional norm, then the residual add h + y (or just y).
+
+    Dynamic Canon (canon.dynamic = R > 0, docs/canon-variants.md; depthwise only): the kernel at position t is
+    w_t = W + reshape(U V h_t, (m, K)) with dyn_down V: (R, m) and dyn_up U: (m*K, R), and
+    y_t[c] = sum_i w_t[c, i] h_{t-K+1+i}[c] (zero before the start). Computed here as written, from the
+    per-position kernel and the K-token windows, not as static conv plus a correction as the engine does."""
 
     def __init__(self, channels: int, ccfg: dict, norm_eps: float):
         super().__init__()
@@ -173,11 +178,23 @@ class Canon(nn.Module):
         self.activation, self.residual = ccfg["activation"], bool(ccfg["residual"])
         self.weight = nn.Parameter(torch.empty(channels, channels // self.groups, self.k))
         self.norm = None if ccfg["norm"] == "none" else Norm(channels, ccfg["norm"], norm_eps)
+        self.rank = int(ccfg.get("dynamic", 0))
+        if self.rank > 0:
+            if self.groups != channels:
+                raise ValueError(f"canon.dynamic {self.rank} needs a depthwise conv, not {self.groups} groups")
+            self.dyn_down = nn.Linear(channels, self.rank, bias=False)
+            self.dyn_up = nn.Linear(self.rank, channels * self.k, bias=False)
 
     def forward(self, h):  # h: (B, T, m)
         T = h.shape[1]
-        y = F.conv1d(h.transpose(1, 2), self.weight, padding=self.k - 1, groups=self.groups)
-        y = y[:, :, :T].transpose(1, 2)  # keep the first T outputs: y[t] sees h[t-K+1 .. t]
+        if self.rank > 0:
+            Bn, _, m = h.shape
+            w = self.weight[:, 0, :] + self.dyn_up(self.dyn_down(h)).reshape(Bn, T, m, self.k)  # (B, T, m, K)
+            windows = F.pad(h, (0, 0, self.k - 1, 0)).unfold(1, self.k, 1)  # (B, T, m, K): h[t-K+1+i]
+            y = (w * windows).sum(-1)
+        else:
+            y = F.conv1d(h.transpose(1, 2), self.weight, padding=self.k - 1, groups=self.groups)
+            y = y[:, :, :T].transpose(1, 2)  # keep the first T outputs: y[t] sees h[t-K+1 .. t]
         if self.activation == "silu":
             y = F.silu(y)
         elif self.activation == "elu":
@@ -404,6 +421,10 @@ class CanonModel(nn.Module):
             group = param_group(name)
             if group in ("linear", "embedding"):
                 p.copy_(torch.randn(p.shape, generator=g) * std)
+            elif name.endswith("dyn_up.weight"):  # dynamic Canon: the zero map
+                p.zero_()
+            elif name.endswith("dyn_down.weight"):  # nn.Linear's default bound 1/sqrt(in)
+                p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) / math.sqrt(p.shape[1]))
             elif group == "canon":
                 bound = 1.0 / math.sqrt(p.shape[1] * p.shape[2])
                 p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) * bound)
@@ -476,6 +497,8 @@ def param_group(name: str) -> str:
     if leaf == "bias":  # includes the Mamba2 conv1d bias and GLA's gk_up bias
         return "bias"
     parent = name.split(".")[-2]
+    if parent in ("dyn_down", "dyn_up"):
+        return "canon"  # dynamic Canon's kernel maps
     if parent.startswith("canon_") or parent in ("conv1d", "q_conv", "k_conv", "v_conv") or name.startswith("cross_layer."):
         return "canon"  # Canon layers and the families' own short convs (Canon-b)
     return "linear"

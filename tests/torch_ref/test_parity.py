@@ -84,6 +84,13 @@ CASES = {
     "nope_canon_ABCD_variants": {"model": {"attention": {"position": "nope"}, "canon": {
         "set": "ABCD", "kernel_size": 3, "groups": 4, "activation": "silu", "norm": "layernorm",
         "residual": False}}},
+    # dynamic Canon (docs/canon-variants.md): U = 0 at init, so the dump's logits equal the static model's and its
+    # gradients check dU; from the first AdamW update on U is nonzero and the trajectory runs the dynamic kernel
+    # (trained_nope_canon_ABCD_dynamic4 checks logits and every gradient with a trained, nonzero map)
+    "nope_canon_ABCD_dynamic4": {"model": {"attention": {"position": "nope"}, "canon": {"set": "ABCD", "dynamic": 4}}},
+    "rope_canon_ABCD_dynamic2_silu_layernorm_k3": {"model": {"canon": {
+        "set": "ABCD", "dynamic": 2, "kernel_size": 3, "activation": "silu", "norm": "layernorm"}},
+        "train": {"decay_on": ["linear", "embedding", "canon"]}},
     "canon_elu_rmsnorm_groups2": {"model": {"canon": {
         "set": "ABCD", "kernel_size": 2, "groups": 2, "activation": "elu", "norm": "rmsnorm"}}},
     "rope_no_canon": {"model": {"attention": {"position": "rope"}, "canon": {"set": ""}}},
@@ -166,6 +173,7 @@ LINEAR_CASES = {
                                                                "gate_low_rank_dim": 4}),
     "gla_naive_kernel_b": linear_case("gla", "b", recurrent={"kernel": "naive"}),
     # Gated DeltaNet
+    "gla_AbCD_dynamic3": linear_case("gla", "AbCD", canon={"dynamic": 3}),
     "gdn_b": linear_case("gdn", "b"),
     "gdn_AbCD": linear_case("gdn", "AbCD"),
     "gdn_AbBCD_nores": linear_case("gdn", "AbBCD", canon={"residual": False}),
@@ -219,6 +227,8 @@ TRAINED_CASES = {
         "safetensors+targets", 4),
     "trained_learned_positions_layernorm": ({"model": {"norm": "layernorm", "attention": {
         "position": "learned", "qkv_bias": True}, "mlp": {"bias": True}}}, "safetensors", 0),
+    "trained_nope_canon_ABCD_dynamic4": ({"model": {"attention": {"position": "nope"}, "canon": {
+        "set": "ABCD", "dynamic": 4}}}, "text", 4),
     "trained_gdn_AbCD": (linear_case("gdn", "AbCD", train={"lr": 1e-2}), "text", 4),  # at lr 1e-3: 12%
 }
 CASES.update(TRAINED_CASES)

@@ -47,6 +47,11 @@ std::vector<Case> cases() {
                                              "model.canon.cross_layer.norm=rmsnorm"}},
       {"canon_ABCD_no_residual", {rope, "model.canon.set=ABCD", "model.canon.residual=false"}},
       {"canon_ABCD_silu_rmsnorm", {rope, "model.canon.set=ABCD", "model.canon.activation=silu", "model.canon.norm=rmsnorm"}},
+      // dynamic Canon: the test fills the maps' U (zero at init) so the per-position kernel is live
+      {"canon_ABCD_dynamic", {"model.attention.position=nope", "model.canon.set=ABCD", "model.canon.dynamic=3"}},
+      {"canon_ABCD_dynamic_silu_layernorm_nores",
+       {rope, "model.canon.set=ABCD", "model.canon.dynamic=2", "model.canon.activation=silu",
+        "model.canon.norm=layernorm", "model.canon.residual=false"}},
       {"swiglu_canon_D", {rope, "model.mlp.kind=swiglu", "model.canon.set=D"}},
       {"relu2_layernorm_tied", {rope, "model.mlp.kind=relu2", "model.norm=layernorm", "model.tie_embeddings=true"}},
       {"mamba2_b", {"model.family=mamba2", "model.canon.set=b"}},
@@ -55,6 +60,7 @@ std::vector<Case> cases() {
       {"mamba2_mlp_AbCD", {"model.family=mamba2", "model.mamba2.mlp=true", "model.canon.set=AbCD"}},
       {"gla_b", {"model.family=gla", "model.canon.set=b"}},
       {"gla_AbCD", {"model.family=gla", "model.canon.set=AbCD"}},
+      {"gla_AbCD_dynamic", {"model.family=gla", "model.canon.set=AbCD", "model.canon.dynamic=2"}},
       {"gdn_b", {"model.family=gdn", "model.canon.set=b"}},
       {"gdn_AbCD", {"model.family=gdn", "model.canon.set=AbCD"}},
       {"deltanet_b", {"model.family=deltanet", "model.canon.set=b"}},
@@ -115,6 +121,8 @@ class CachedGeneration : public ::testing::TestWithParam<Case> {};
 TEST_P(CachedGeneration, EqualsRecomputeTokenForToken) {
   const RunConfig cfg = tiny_config(GetParam().sets);
   auto model = build_model<float>(cfg.model, cfg.train.seed);
+  const int dynamic_maps = test::randomize_dynamic_canon(model->params(), 0.3);
+  EXPECT_EQ(dynamic_maps > 0, cfg.model.canon.dynamic > 0);
   ASSERT_EQ(model->recurrent_decode_unavailable(), "");
   Arena arena;
   ModelSampler cached(*model, arena, 4), recompute(*model, arena, 4, GenerationPath::recompute);
@@ -135,6 +143,7 @@ TEST_P(CachedGeneration, EqualsRecomputeTokenForToken) {
   const std::vector<int> tokens = padded(full, L);
   EXPECT_LT(decode_gap(*model, tokens, int(full.size()), L), 5e-5);
   auto model64 = build_model<double>(cfg.model, cfg.train.seed);
+  test::randomize_dynamic_canon(model64->params(), 0.3);
   EXPECT_LT(decode_gap(*model64, tokens, int(full.size()), L), 1e-12);
 }
 

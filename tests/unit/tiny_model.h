@@ -5,6 +5,7 @@
 //   test::TinyModel<double> m(cfg);
 //   double loss = m.loss(/*with_grad=*/true);   // gradients land in m.model->params().grads()
 //   std::string failures = test::check_params(m, [](const std::string& name) { return true; });
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,6 +68,20 @@ struct TinyModel {
     return double(r.loss);
   }
 };
+
+// Dynamic Canon's up maps (NAME.dyn_up.weight) start at zero, which makes the dynamic term vanish; tests of that
+// term fill them with U(-scale, scale) from a fixed seed (host memory only). Returns how many tensors it filled.
+template <class T>
+int randomize_dynamic_canon(ParameterStore<T>& ps, double scale = 0.5, unsigned seed = 11) {
+  int filled = 0;
+  for (const ParamInfo& p : ps.infos()) {
+    if (!p.name.ends_with(".dyn_up.weight")) continue;
+    const std::vector<T> r = random_vector<T>(p.numel, seed + unsigned(filled), -scale, scale);
+    std::copy(r.begin(), r.end(), ps.values().begin() + long(p.offset));
+    filled++;
+  }
+  return filled;
+}
 
 // Finite differences of the loss for every parameter whose name passes `include` (at most max_points entries
 // each); returns one line per failing parameter, or "".

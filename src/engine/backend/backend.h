@@ -78,6 +78,11 @@ class Backend {
   virtual void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int C, int K, int G) = 0;
   virtual void canon_conv_backward(T* din, T* dweight, const T* dout, const T* in, const T* weight, int B, int Tn,
                                    int C, int K, int G) = 0;
+  // Dynamic Canon's per-position kernel term (engine/ops/dynamic_conv): delta: (B, Tn, C, K) each token's kernel
+  // offset; out (forward) and din (backward) are accumulated onto the static conv's, ddelta written.
+  virtual void dynamic_conv_forward(T* out, const T* in, const T* delta, int B, int Tn, int C, int K) = 0;
+  virtual void dynamic_conv_backward(T* din, T* ddelta, const T* dout, const T* in, const T* delta, int B, int Tn,
+                                     int C, int K) = 0;
   virtual void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) = 0;
   virtual void short_conv_act_backward(T* dpre, const T* dy, int lddy, const T* pre, int N, int C, bool silu) = 0;
   virtual void short_conv_bias_backward(T* db, const T* dpre, int N, int C) = 0;

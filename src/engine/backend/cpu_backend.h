@@ -14,6 +14,7 @@
 #include "engine/ops/attention/fast.h"
 #include "engine/ops/canon_conv/fast.h"
 #include "engine/ops/canon_conv/fused.h"
+#include "engine/ops/dynamic_conv/fast.h"
 #include "engine/ops/cross_entropy/masked.h"
 #include "engine/ops/delta_rule/chunked.h"
 #include "engine/ops/delta_rule/inputs.h"
@@ -135,6 +136,13 @@ class CpuBackend final : public Backend<T> {
   // Off: CanonLayer takes the separate ops, as a backend without the fused op would (tests and benchmarks compare
   // the two; the bits are the same).
   void set_fused_canon(bool on) { fused_canon_ = on; }
+  void dynamic_conv_forward(T* out, const T* in, const T* delta, int B, int Tn, int C, int K) override {
+    canonlab::dynamic_conv_forward(out, in, delta, B, Tn, C, K);
+  }
+  void dynamic_conv_backward(T* din, T* ddelta, const T* dout, const T* in, const T* delta, int B, int Tn, int C,
+                             int K) override {
+    canonlab::dynamic_conv_backward(din, ddelta, dout, in, delta, B, Tn, C, K);
+  }
   void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) override {
     canonlab::short_conv_bias_act_forward(y, ldy, pre, bias, N, C, silu);
   }
