@@ -114,16 +114,16 @@ std::vector<KeySpec> build_table() {
           .at_most(kMaxChannels)
           .with_rule("divides each channel count it applies to: A/C d_model, B 3*d_model, D the MLP up width"));
   add(CANONLAB_KEY(model.canon.norm, "norm on the conv output before the residual add").one_of({"none", "layernorm", "rmsnorm"}));
+  add(CANONLAB_KEY(model.canon.dynamic, "dynamic Canon: rank R of the map from the hidden state to a per-position kernel offset (docs/canon-variants.md); 0 = static")
+          .at_least(0)
+          .at_most(256)
+          .with_rule("> 0 needs depthwise convs (canon.groups 0)"));
   add(CANONLAB_KEY(model.canon.cross_layer.layers, "cross-layer Canon: block l's input, convolved, is added to block l+1's input; empty = none")
           .with_rule("each in [0, n_layers - 1), no duplicates"));
   add(CANONLAB_KEY(model.canon.cross_layer.kernel_size, "cross-layer Canon: causal conv kernel length").at_least(1).at_most(kMaxKernel));
   add(CANONLAB_KEY(model.canon.cross_layer.residual, "cross-layer Canon: h_{l+1} + X(h_l); false: X(h_l) replaces block l's skip"));
   add(CANONLAB_KEY(model.canon.cross_layer.activation, "cross-layer Canon: activation on the conv output").one_of({"none", "silu", "elu"}));
   add(CANONLAB_KEY(model.canon.cross_layer.norm, "cross-layer Canon: norm on the conv output").one_of({"none", "layernorm", "rmsnorm"}));
-  add(CANONLAB_KEY(model.canon.dynamic, "dynamic Canon: rank R of the map from the hidden state to a per-position kernel offset (docs/canon-variants.md); 0 = static")
-          .at_least(0)
-          .at_most(256)
-          .with_rule("> 0 needs depthwise convs (canon.groups 0)"));
 
   add(CANONLAB_KEY(model.recurrent.chunk_size, "chunk length of the chunked linear-time kernels")
           .at_least(1)

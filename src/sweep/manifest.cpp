@@ -15,21 +15,38 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::s
   }
 }
 
+// Every key's default, flattened: what a key that canonlab gained after a sweep.json was written means there.
+const std::map<std::string, std::string>& default_config_values() {
+  static const std::map<std::string, std::string> defaults = [] {
+    std::map<std::string, std::string> out;
+    flatten(config_to_json(RunConfig{}), "", out);
+    return out;
+  }();
+  return defaults;
+}
+
+}  // namespace
+
 std::optional<std::string> config_difference(const nlohmann::json& before, const nlohmann::json& now) {
   std::map<std::string, std::string> a, b;
   flatten(before, "", a);
   flatten(now, "", b);
+  const std::map<std::string, std::string>& defaults = default_config_values();
   for (auto& [key, value] : b) {
     auto it = a.find(key);
-    if (it == a.end()) return key + " is new (" + value + ")";
+    if (it == a.end()) {
+      // A key added to canonlab since `before` was written, at its default, is what that run trained with: every
+      // new key's default keeps the earlier behaviour (model.canon.dynamic: 0, cross_layer.layers: []).
+      auto d = defaults.find(key);
+      if (d != defaults.end() && d->second == value) continue;
+      return key + " is new (" + value + ")";
+    }
     if (it->second != value) return key + " was " + it->second + ", now " + value;
   }
   for (auto& [key, value] : a)
     if (!b.count(key)) return key + " is gone (was " + value + ")";
   return std::nullopt;
 }
-
-}  // namespace
 
 nlohmann::json make_sweep_manifest(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
   nlohmann::json m;

@@ -22,4 +22,9 @@ nlohmann::json make_sweep_manifest(const SweepSpec& spec, const std::vector<Swee
 // now 0.002"), or nothing when the sweep is the same. Name, description and report defaults may change freely.
 std::optional<std::string> sweep_difference(const nlohmann::json& before, const nlohmann::json& now);
 
+// The first way a run's config `now` differs from `before` (config_to_json form), or nothing. A key that `before`
+// lacks counts as unchanged when `now` holds its default: a sweep directory written before canonlab gained the key
+// trained with that default's behaviour, so newer binaries resume and report it.
+std::optional<std::string> config_difference(const nlohmann::json& before, const nlohmann::json& now);
+
 }  // namespace canonlab

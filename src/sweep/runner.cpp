@@ -79,7 +79,8 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
       for (const SweepRun& run : runs) {
         const fs::path run_dir = fs::path(dir) / "runs" / run.name;
         auto it = old_configs.find(run.name);
-        if (!fs::exists(run_dir) || (it != old_configs.end() && it->second == config_to_json(run.config))) continue;
+        if (!fs::exists(run_dir) || (it != old_configs.end() && !config_difference(it->second, config_to_json(run.config))))
+          continue;
         fs::create_directories(superseded);
         fs::rename(run_dir, superseded / run.name);
       }

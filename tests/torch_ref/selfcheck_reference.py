@@ -461,10 +461,48 @@ def check_linear_structure():
         raise AssertionError(f"accepted invalid config {fam} {bad}")
 
 
+def check_cross_layer():
+    """Cross-layer Canon from its definition (docs/canon-variants.md): with the connection's weights 0 the model is
+    the plain one; with K = 1, weight 1 and residual false, X(h) = h puts back exactly the identity skip it replaced;
+    a hand-written h'_1 = h_1 + norm(silu(conv(h_0))) with an explicit causal loop; causality; parameter groups."""
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 8, (2, 7))
+    plain = small().double()
+    for over, fill in [({"layers": [0]}, 0.0), ({"layers": [0], "residual": False, "kernel_size": 1}, 1.0)]:
+        m = small(canon={"set": "ABCD", "cross_layer": over}).double()
+        m.load_state_dict(plain.state_dict(), strict=False)
+        m.cross_layer["0"].weight.data.fill_(fill)
+        assert torch.allclose(m(tokens), plain(tokens), atol=1e-12), over
+    m = small(canon={"set": "", "cross_layer": {"layers": [0], "activation": "silu", "norm": "rmsnorm"}}).double()
+    with torch.no_grad():
+        m.cross_layer["0"].norm.weight.normal_()
+    x0 = m.tok_emb(tokens.long())
+    w = m.cross_layer["0"].weight.detach()  # (C, 1, K)
+    K = w.shape[2]
+    X = torch.zeros_like(x0)
+    for t in range(x0.shape[1]):  # X[t] = sum_i w[:, i] x[t - (K - 1) + i]
+        for i in range(K):
+            if t - (K - 1) + i >= 0:
+                X[:, t] += w[:, 0, i] * x0[:, t - (K - 1) + i]
+    X = m.cross_layer["0"].norm(F.silu(X))
+    x2 = m.layers[1](m.layers[0](x0) + X)
+    want = m.final_norm(x2) @ m.tok_emb.weight.t() if m.lm_head is None else m.lm_head(m.final_norm(x2))
+    assert torch.allclose(m(tokens), want, atol=1e-12)
+    m = small(n_layers=3, canon={"set": "BD", "cross_layer": {"layers": [0, 1], "residual": False,
+                                                              "activation": "elu", "norm": "layernorm"}}).double()
+    t2 = tokens.clone()
+    t2[:, 4:] = (t2[:, 4:] + 1) % 8
+    assert torch.allclose(m(tokens)[:, :4], m(t2)[:, :4], atol=1e-12)  # causal
+    groups = {n: cm.param_group(n) for n, _ in m.named_parameters() if n.startswith("cross_layer.")}
+    assert groups == {"cross_layer.0.weight": "canon", "cross_layer.0.norm.weight": "norm",
+                      "cross_layer.0.norm.bias": "norm", "cross_layer.1.weight": "canon",
+                      "cross_layer.1.norm.weight": "norm", "cross_layer.1.norm.bias": "norm"}, groups
+
+
 CHECKS = [check_canon_conv_loop, check_rope_rotation, check_alibi, check_sign_ste, check_causality,
           check_norms, check_gradcheck, check_param_groups, check_schedule_and_adamw,
           check_mamba2_quadratic, check_gla_quadratic, check_delta_rule, check_linear_causality,
-          check_sliding_window, check_linear_gradcheck, check_linear_structure]
+          check_sliding_window, check_linear_gradcheck, check_linear_structure, check_cross_layer]
 
 
 def main():

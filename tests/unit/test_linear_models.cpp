@@ -59,6 +59,12 @@ std::vector<Case> gradcheck_cases() {
       Case{"gdn_noconv", {"model.family=gdn"}},
       Case{"gla_cross_layer", {"model.family=gla", "model.canon.set=b", "model.canon.cross_layer.layers=[0]",
                                "model.canon.cross_layer.norm=layernorm"}},
+      // Mamba2 without MLP: a block with one residual add, so residual=false takes away the whole identity path
+      Case{"mamba2_cross_layer_nores", {"model.family=mamba2", "model.canon.set=b", "model.canon.cross_layer.layers=[0]",
+                                        "model.canon.cross_layer.residual=false", "model.canon.cross_layer.activation=silu"}},
+      Case{"hybrid_MGDN_cross_layer", {"model.family=hybrid", "model.n_layers=4", "model.layer_pattern=MGDN",
+                                       "model.canon.set=b", "model.canon.cross_layer.layers=[0, 2]",
+                                       "model.canon.cross_layer.kernel_size=2", "model.canon.cross_layer.norm=rmsnorm"}},
       Case{"gdn_b", {"model.family=gdn", "model.canon.set=b"}},
       Case{"gdn_AbBCD_nores_negeig", {"model.family=gdn", "model.canon.set=AbBCD", "model.canon.residual=false", "model.delta.allow_neg_eigval=true"}},
       Case{"gdn_AbBCD_canon_options",

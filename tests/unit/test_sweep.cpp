@@ -446,6 +446,24 @@ TEST(SweepManifest, NameDescriptionAndReportMayChangeButConfigsMayNot) {
             std::optional<std::string>("run 'seed=0': train.threads was 1, now 2"));
 }
 
+// A sweep.json written before canonlab had a key (here model.canon.dynamic, removed from the old manifest) still
+// matches when the grid holds that key's default, and does not when the grid sets another value.
+TEST(SweepManifest, AKeyNewerThanTheManifestMatchesAtItsDefault) {
+  TempDir dir;
+  const std::string axes = "axes:\n  - key: seed\n    values: [0, 1]\n";
+  const SweepSpec plain = load_spec_text(dir, "name: a\n" + axes);
+  const SweepSpec dynamic = load_sweep_spec(write_sweep(dir, "set:\n  model.canon.dynamic: 4\n" + axes, "d.yaml"));
+  json before = make_sweep_manifest(plain, expand_sweep(plain, 1));
+  for (json& run : before["runs"]) run["config"]["model"]["canon"].erase("dynamic");
+  const std::optional<std::string> same = sweep_difference(before, make_sweep_manifest(plain, expand_sweep(plain, 1)));
+  EXPECT_FALSE(same.has_value()) << *same;
+  EXPECT_EQ(sweep_difference(before, make_sweep_manifest(dynamic, expand_sweep(dynamic, 1))),
+            std::optional<std::string>("run 'seed=0': model.canon.dynamic is new (4)"));
+  before["runs"][0]["config"]["model"]["canon"]["kernel_size"] = 3;  // a changed value still differs
+  EXPECT_EQ(sweep_difference(before, make_sweep_manifest(plain, expand_sweep(plain, 1))),
+            std::optional<std::string>("run 'seed=0': model.canon.kernel_size was 3, now 4"));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // End to end: the 3-seed x 4-placement grid. Dir A is the uninterrupted reference, trained once for the suite.
 
