@@ -91,6 +91,18 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
   }
 }
 
+// Whether a run directory's config.resolved.yaml is `config`: the same text, or, when it was written by an earlier
+// canonlab, the same config once read back (keys added since then take their defaults; config_difference).
+bool trained_this_config(const fs::path& resolved, const RunConfig& config) {
+  const std::string text = read_text(resolved);
+  if (text == config_to_yaml(config)) return true;
+  try {
+    return !config_difference(config_to_json(config_from_yaml_string(text)), config_to_json(config)).has_value();
+  } catch (const Error&) {
+    return false;  // it does not load with this canonlab: not this grid's run
+  }
+}
+
 struct ActiveRun {
   size_t index;
   RunAttempt attempt;
@@ -106,8 +118,7 @@ void prepare_sweep_directory(const std::string& dir, const SweepSpec& spec, cons
   // this config (one made by hand with `canonlab train`, or left by a sweep whose sweep.json is gone).
   for (const SweepRun& run : runs) {
     const fs::path run_dir = fs::path(dir) / "runs" / run.name;
-    if (fs::exists(run_dir / "config.resolved.yaml") &&
-        read_text(run_dir / "config.resolved.yaml") != config_to_yaml(run.config))
+    if (fs::exists(run_dir / "config.resolved.yaml") && !trained_this_config(run_dir / "config.resolved.yaml", run.config))
       throw Error("run directory '" + run_dir.string() + "' was trained with another config than this grid's run '" +
                   run.name + "'; move it away first");
   }

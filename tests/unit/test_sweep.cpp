@@ -763,6 +763,28 @@ TEST(SweepAdoption, RunsLeftByAnotherSweepAreCheckedToo) {
   EXPECT_TRUE(contains(r.output, "was trained with another config than this grid's run 'seed=0'")) << r.output;
 }
 
+// A sweep finished by an earlier canonlab, which lacked a key (model.canon.dynamic: removed here from sweep.json and
+// from the run's config.resolved.yaml), is resumed by this one as finished, not retrained or refused.
+TEST(SweepAdoption, RunsWrittenBeforeAKeyExistedStayFinished) {
+  TempDir dir;
+  const std::string file = write_sweep(dir, tiny_set() + "axes:\n  - key: seed\n    values: [0]\n");
+  const fs::path out = dir / "out", run = out / "runs" / "seed=0";
+  ASSERT_EQ(run_sweep(file, out).exit_code, 0);
+  const std::string summary = file_stamp(run / "summary.json");
+  json manifest = json::parse(read_text(out / "sweep.json"));
+  for (json& r : manifest["runs"]) r["config"]["model"]["canon"].erase("dynamic");
+  write_text(out / "sweep.json", manifest.dump(1) + "\n");
+  std::string resolved = read_text(run / "config.resolved.yaml");
+  const size_t at = resolved.find("    dynamic: 0\n");
+  ASSERT_NE(at, std::string::npos) << resolved;
+  write_text(run / "config.resolved.yaml", resolved.erase(at, std::string("    dynamic: 0\n").size()));
+
+  const Result r = run_sweep(file, out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(file_stamp(run / "summary.json"), summary) << "the finished run was trained again";
+  EXPECT_EQ(run_state(run), "done");
+}
+
 // Every study shipped in configs/sweeps/ and configs/text/sweeps/ and every paper grid in configs/paper/sweeps/ must
 // stay loadable (each of its runs resolves) as the config schema evolves.
 TEST(SweepGrid, EveryShippedSweepFileExpands) {
