@@ -17,6 +17,7 @@
 #include "data/task.h"
 #include "data/text.h"
 #include "engine/error.h"
+#include "engine/ops/canon_conv/fused.h"
 #include "engine/ops/linear/fast.h"
 #include "engine/params.h"
 #include "engine/threads.h"
@@ -132,23 +133,30 @@ class StepArena {
     canon_forward(channels, m_.canon.activation, m_.canon.norm, m_.canon.dynamic);
   }
   void canon_backward(double channels) {
-    canon_backward(channels, m_.canon.kernel_size, m_.canon.groups <= 0 || m_.canon.groups == channels,
+    canon_backward(channels, m_.canon.kernel_size, m_.canon.groups <= 0 ? int(channels) : m_.canon.groups,
                    m_.canon.activation, m_.canon.norm, m_.canon.dynamic);
   }
   void cross_layer_canon_forward() {
     canon_forward(m_.d_model, m_.canon.cross_layer.activation, m_.canon.cross_layer.norm, 0);
   }
   void cross_layer_canon_backward() {
-    canon_backward(m_.d_model, m_.canon.cross_layer.kernel_size, true, m_.canon.cross_layer.activation,
+    canon_backward(m_.d_model, m_.canon.cross_layer.kernel_size, m_.d_model, m_.canon.cross_layer.activation,
                    m_.canon.cross_layer.norm, 0);
   }
-  // CanonLayer on the CPU: the fused op where it pays (CanonEpilogue::fusion_pays: not both an activation and a
-  // norm) and the layer is static, else the separate passes, each stage's output kept.
-  static bool fused(const std::string& activation, const std::string& norm, int dynamic) {
-    return dynamic == 0 && (activation == "none" || norm == "none");
+  // CanonLayer on the CPU: the fused op where it pays (CanonEpilogue::fusion_pays) and the layer is static, else
+  // the separate passes, each stage's output kept. (The residual does not change what either keeps.)
+  static CanonEpilogue epilogue(const std::string& activation, const std::string& norm) {
+    CanonEpilogue ep;
+    ep.activation = activation == "silu" ? CanonActivation::silu
+                    : activation == "elu" ? CanonActivation::elu
+                                          : CanonActivation::none;
+    ep.norm = norm == "layernorm" ? CanonNorm::layernorm : norm == "rmsnorm" ? CanonNorm::rmsnorm : CanonNorm::none;
+    return ep;
   }
+  static bool fused(const CanonEpilogue& ep, int dynamic) { return dynamic == 0 && ep.fusion_pays(); }
   void canon_forward(double channels, const std::string& activation, const std::string& norm, int dynamic) {
-    if (!fused(activation, norm, dynamic)) {
+    const CanonEpilogue ep = epilogue(activation, norm);
+    if (!fused(ep, dynamic)) {
       alloc(N_ * channels);  // conv output
       if (dynamic > 0) {     // z kept; Δ a temporary, released at once (nn/dynamic_canon.h)
         alloc(N_ * dynamic);
@@ -160,23 +168,21 @@ class StepArena {
       if (norm != "none") alloc(N_ * channels), norm_forward(norm);
       return;
     }
-    const bool saves_conv = activation != "none" || norm != "none";
-    if (saves_conv) alloc(N_ * channels);
+    if (ep.saves_conv()) alloc(N_ * channels);
     if (norm != "none") alloc(N_);       // rstd
     if (norm == "layernorm") alloc(N_);  // mean
   }
-  void canon_backward(double channels, double K, bool depthwise, const std::string& activation,
+  void canon_backward(double channels, double K, int groups, const std::string& activation,
                       const std::string& norm, int dynamic) {
-    if (!fused(activation, norm, dynamic)) {
+    const CanonEpilogue ep = epilogue(activation, norm);
+    if (!fused(ep, dynamic)) {
       if (norm != "none") alloc(N_ * channels);
       if (activation != "none") alloc(N_ * channels);
       if (dynamic > 0)  // Δ recomputed, dΔ, dz, the map's dx (nn/dynamic_canon.h)
         alloc(N_ * channels * K), alloc(N_ * channels * K), alloc(N_ * dynamic), alloc(N_ * channels);
       return;
     }
-    const bool saves_conv = activation != "none" || norm != "none";
-    if (depthwise) alloc(K * channels + B_ * 2 * K * channels);  // transposed taps, per-sequence ring + partials
-    else if (saves_conv) alloc(N_ * channels);                  // dconv
+    alloc(double(canon_fused_scratch_size(int(B_), int(T_), int(channels), int(K), groups, ep)));
   }
   bool cross_layer(int l) const { return std::ranges::count(m_.canon.cross_layer.layers, l) > 0; }
 
