@@ -5,14 +5,14 @@
 # bit-identical weights and AdamW moments. Used to show that a refactor changes no bit (BENCHMARKS.md, "Backend
 # seam"), and to record the values tests/unit/test_bit_identity.cpp holds the engine to.
 #
-#   scripts/bit-identity.sh BINARY OUT_DIR [STEPS=20] [CASE...]     (run from the checkout whose configs/ to use)
+#   scripts/bit-identity.sh BINARY OUT_DIR [STEPS=8] [CASE...]     (run from the checkout whose configs/ to use)
 #
 # Every run uses train.threads=2 (results are bit-identical for a fixed thread count) and oneDNN's AVX2 kernels
 # (ONEDNN_MAX_CPU_ISA, below), and writes only the final checkpoint. Output lines: NAME MODEL_CHECKSUM STATE_CHECKSUM SECONDS.
 set -euo pipefail
 # oneDNN's GEMM kernels differ by CPU (AVX2, AVX-512, ...) and so do the bits; the recorded values are AVX2's.
 export ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-AVX2}
-BIN=$1; OUT=$2; STEPS=${3:-20}; shift $(( $# < 3 ? $# : 3 ))
+BIN=$1; OUT=$2; STEPS=${3:-8}; shift $(( $# < 3 ? $# : 3 ))
 # name | config | --set overrides (space-separated); keep in step with tests/unit/test_bit_identity.cpp
 CASES=(
 "e1-bk0|configs/E1-Bk0.yaml|"
