@@ -31,14 +31,19 @@ class DynamicCanonMap {
 
   // conv_out: (B, T, C) the static conv's output, += the dynamic term; in: (B, T, C) kept alive by the caller
   // until backward.
-  // Only z (R per token) is kept for backward; Δ (C·K per token, K times the layer's activations) is a temporary
-  // released at once and recomputed from z in backward, one small GEMM, so a dynamic model's forward keeps about
-  // what a static one does.
+  // Only z (R per token) is kept for backward. Where the backend has the low-rank op (the CPU, in fp32 and double)
+  // Δ is formed on the fly and never stored; elsewhere Δ (C·K per token, K times the layer's activations) is a
+  // temporary released at once and recomputed from z in backward, one small GEMM, so a dynamic model's forward
+  // keeps about what a static one does either way.
   void forward_add(StepContext<T>& ctx, T* conv_out, const T* in, int B, int Tn) {
     const int N = B * Tn;
     Backend<T>& be = ctx.backend;
     z_ = ctx.arena.template alloc<T>(size_t(N) * R_);  // (N, R)
     be.linear_forward(z_, R_, in, C_, down_.gemm_value(), nullptr, N, C_, R_);
+    if (lowrank(be)) {
+      be.dynamic_conv_lowrank_forward(conv_out, in, z_, up_.value(), B, Tn, C_, K_, R_);
+      return;
+    }
     const Arena::Mark before_delta = ctx.arena.mark();
     const T* delta = kernel_offsets(ctx, N);
     be.dynamic_conv_forward(conv_out, in, delta, B, Tn, C_, K_);
@@ -50,6 +55,14 @@ class DynamicCanonMap {
   void backward_add(StepContext<T>& ctx, T* din, const T* dconv, const T* in, int B, int Tn) {
     const int N = B * Tn, CK = C_ * K_;
     Backend<T>& be = ctx.backend;
+    if (lowrank(be)) {
+      T* dz = ctx.arena.template alloc<T>(size_t(N) * R_);      // (N, R)
+      T* dx_map = ctx.arena.template alloc<T>(size_t(N) * C_);  // (N, C)
+      be.dynamic_conv_lowrank_backward(din, dz, up_.grad(), dconv, in, z_, up_.value(), B, Tn, C_, K_, R_);
+      be.linear_backward(dx_map, C_, down_.grad(), nullptr, dz, R_, in, C_, down_.gemm_value(), N, C_, R_);
+      be.add_into(din, dx_map, size_t(N) * C_);
+      return;
+    }
     const T* delta = kernel_offsets(ctx, N);                  // (N, C, K), as in forward
     T* ddelta = ctx.arena.template alloc<T>(size_t(N) * CK);  // (N, C, K)
     T* dz = ctx.arena.template alloc<T>(size_t(N) * R_);      // (N, R)
@@ -73,6 +86,11 @@ class DynamicCanonMap {
   int rank() const { return R_; }
 
  private:
+  // In bf16 precision the GEMM path rounds z and U to bf16 as every linear layer does; the low-rank op is fp32 only.
+  static bool lowrank(const Backend<T>& be) {
+    return be.has_lowrank_dynamic_conv() && be.precision() == Precision::fp32;
+  }
+
   // Δ = z Uᵀ: (N, C·K) in the arena, from the z of the last forward
   const T* kernel_offsets(StepContext<T>& ctx, int N) const {
     T* delta = ctx.arena.template alloc<T>(size_t(N) * C_ * K_);

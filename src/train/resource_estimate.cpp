@@ -79,8 +79,10 @@ class ArenaTally {
 // after the module function it mirrors and allocates what that function allocates, in its order.
 class StepArena {
  public:
-  StepArena(const ModelConfig& m, double B, double T, int threads)
-      : m_(m), B_(B), T_(T), N_(B * T), n_(B * T * m.d_model), threads_(threads), letters_(mixer_letters(m)) {}
+  // fp32: dynamic Canon takes the backend's low-rank op (the CPU's, fp32 only), which keeps no offsets Δ
+  StepArena(const ModelConfig& m, double B, double T, int threads, bool fp32)
+      : m_(m), B_(B), T_(T), N_(B * T), n_(B * T * m.d_model), threads_(threads), lowrank_dynamic_(fp32),
+        letters_(mixer_letters(m)) {}
 
   // The batch uploaded to the device (StepContext::upload): tokens, and for the loss its targets and mask, 4 bytes
   // each (train/step.h, eval/evaluate.cpp; the probes upload tokens only).
@@ -158,11 +160,13 @@ class StepArena {
     const CanonEpilogue ep = epilogue(activation, norm);
     if (!fused(ep, dynamic)) {
       alloc(N_ * channels);  // conv output
-      if (dynamic > 0) {     // z kept; Δ a temporary, released at once (nn/dynamic_canon.h)
+      if (dynamic > 0) {  // z kept; without the low-rank op Δ is a temporary, released at once (nn/dynamic_canon.h)
         alloc(N_ * dynamic);
-        const double mark = arena_.mark();
-        alloc(N_ * channels * m_.canon.kernel_size);
-        arena_.release(mark);
+        if (!lowrank_dynamic_) {
+          const double mark = arena_.mark();
+          alloc(N_ * channels * m_.canon.kernel_size);
+          arena_.release(mark);
+        }
       }
       if (activation != "none") alloc(N_ * channels);
       if (norm != "none") alloc(N_ * channels), norm_forward(norm);
@@ -178,7 +182,9 @@ class StepArena {
     if (!fused(ep, dynamic)) {
       if (norm != "none") alloc(N_ * channels);
       if (activation != "none") alloc(N_ * channels);
-      if (dynamic > 0)  // Δ recomputed, dΔ, dz, the map's dx (nn/dynamic_canon.h)
+      if (dynamic > 0 && lowrank_dynamic_)  // dz, the map's dx (nn/dynamic_canon.h)
+        alloc(N_ * dynamic), alloc(N_ * channels);
+      else if (dynamic > 0)  // Δ recomputed, dΔ, dz, the map's dx
         alloc(N_ * channels * K), alloc(N_ * channels * K), alloc(N_ * dynamic), alloc(N_ * channels);
       return;
     }
@@ -364,6 +370,7 @@ class StepArena {
   const ModelConfig& m_;
   double B_, T_, N_, n_;
   int threads_;
+  bool lowrank_dynamic_;
   std::string letters_;
   ArenaTally arena_;
 };
@@ -507,8 +514,8 @@ uint64_t count_parameters(const ModelConfig& m) {
   return store.total();
 }
 
-double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads) {
-  StepArena step(model, batch, seq_len, threads);
+double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool fp32) {
+  StepArena step(model, batch, seq_len, threads, fp32);
   step.upload_batch(true);
   step.forward();
   step.loss(true);
@@ -516,8 +523,8 @@ double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, in
   return step.high_water();
 }
 
-double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, bool with_loss) {
-  StepArena step(model, batch, seq_len, 1);
+double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, bool with_loss, bool fp32) {
+  StepArena step(model, batch, seq_len, 1, fp32);
   step.upload_batch(with_loss);
   step.forward();
   if (with_loss) step.loss(false);
@@ -527,6 +534,7 @@ double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, boo
 ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   const ModelConfig& m = cfg.model;
   const TrainConfig& t = cfg.train;
+  const bool fp32 = t.precision == "fp32";
   ResourceEstimate e;
   e.purpose = purpose;
   e.threads = resolved_threads(cfg);
@@ -569,9 +577,9 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   if (training) {
     // With micro-batches the arena holds one micro-batch's step, unless evaluating a whole batch needs more.
     const int micro_rows = t.batch_size / std::max(1, t.micro_batches);
-    e.training_arena_bytes = training_arena_bytes(m, micro_rows, e.seq_len, e.threads);
+    e.training_arena_bytes = training_arena_bytes(m, micro_rows, e.seq_len, e.threads, fp32);
     if (t.micro_batches > 1)
-      e.training_arena_bytes = std::max(e.training_arena_bytes, forward_arena_bytes(m, t.batch_size, e.seq_len, true));
+      e.training_arena_bytes = std::max(e.training_arena_bytes, forward_arena_bytes(m, t.batch_size, e.seq_len, true, fp32));
     add(t.micro_batches > 1 ? "activation arena: one micro-batch's forward + backward (evaluation reuses it)"
                             : "activation arena: one training step, forward + backward (evaluation reuses it)",
         e.training_arena_bytes, arena_keys(m, B, T, seq_key, e.training_arena_bytes) + (t.micro_batches > 1 ? ", train.micro_batches" : ""),
@@ -581,7 +589,7 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
       add("gradient accumulation: the running sum of the micro-batches' gradients (fp32)", P * kFloat,
           model_keys + ", train.micro_batches", whole_run);
   } else {
-    e.eval_arena_bytes = forward_arena_bytes(m, t.batch_size, e.seq_len, true);
+    e.eval_arena_bytes = forward_arena_bytes(m, t.batch_size, e.seq_len, true, fp32);
     add("activation arena: one evaluation forward pass", e.eval_arena_bytes,
         arena_keys(m, B, T, seq_key, e.eval_arena_bytes), running);
   }
@@ -603,13 +611,13 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   const double probe_rows = std::min(B, double(cfg.probe.n_sequences));
   if (ipmr) {
     add("IPMR probe: its own forward arena and batch",
-        forward_arena_bytes(m, int(probe_rows), e.seq_len, false) + batch_bytes(probe_rows, T),
+        forward_arena_bytes(m, int(probe_rows), e.seq_len, false, fp32) + batch_bytes(probe_rows, T),
         "train.batch_size, probe.n_sequences, " + seq_key + ", model.d_model, model.n_layers", running);
     if (purpose == Purpose::probe) {
       // canonlab probe's pictures: the default 2 examples x 5 heads of T x T maps, kept as floats and as JSON.
       const double maps = 2.0 * 5 * T * T;
       add("attention maps of the probe (2 examples x 5 heads)",
-          maps * (kFloat + 48) + forward_arena_bytes(m, 2, e.seq_len, false),
+          maps * (kFloat + 48) + forward_arena_bytes(m, 2, e.seq_len, false, fp32),
           seq_key + ", model.d_model, model.n_layers", running);
     }
   }

@@ -21,6 +21,7 @@
 #include "cli_runner.h"
 #include "config/config.h"
 #include "data/task.h"
+#include "engine/backend/cpu_backend.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "models/language_model.h"
@@ -129,6 +130,20 @@ TEST(ResourceEstimate, ArenaMatchesTheHighWaterOfARealStep) {
     worst = std::max(worst, relative_error(eval_predicted, double(eval_arena.high_water_bytes())));
     EXPECT_LT(relative_error(eval_predicted, double(eval_arena.high_water_bytes())), 0.01)
         << v.name << ": predicted " << eval_predicted << " bytes, measured " << eval_arena.high_water_bytes();
+
+    // Dynamic Canon on a backend without the low-rank op (as in bf16): Δ and dΔ are materialised.
+    if (cfg.model.canon.dynamic > 0) {
+      auto be = std::make_shared<CpuBackend<float>>();
+      be->set_lowrank_dynamic_conv(false);
+      const auto gemm_model = build_model<float>(cfg.model, cfg.train.seed, be);
+      Arena gemm_arena;
+      forward_backward(*gemm_model, gemm_arena, trace, batch, 0);
+      const double gemm_predicted = training_arena_bytes(cfg.model, batch.B, batch.T, thread_count(), false);
+      EXPECT_GT(gemm_predicted, predicted) << v.name;
+      EXPECT_LT(relative_error(gemm_predicted, double(gemm_arena.high_water_bytes())), 0.01)
+          << v.name << " without the low-rank op: predicted " << gemm_predicted << " bytes, measured "
+          << gemm_arena.high_water_bytes();
+    }
   }
   std::printf("[ arena    ] %zu variants, largest relative error %.2g\n", variants().size(), worst);
 }

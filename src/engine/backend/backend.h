@@ -83,6 +83,20 @@ class Backend {
   virtual void dynamic_conv_forward(T* out, const T* in, const T* delta, int B, int Tn, int C, int K) = 0;
   virtual void dynamic_conv_backward(T* din, T* ddelta, const T* dout, const T* in, const T* delta, int B, int Tn,
                                      int C, int K) = 0;
+  // Optional: the same term with the offsets Δ_t = U z_t formed on the fly (engine/ops/dynamic_conv/lowrank.h), so
+  // the (B·Tn, C, K) offsets are never written. z: (B·Tn, R), up: (C·K, R). A backend that returns false (a CUDA
+  // backend, until its kernel exists) never has the other two called, and DynamicCanonMap forms Δ with a GEMM and
+  // calls dynamic_conv_forward/backward instead: the same function, other roundings.
+  virtual bool has_lowrank_dynamic_conv() const { return false; }
+  virtual void dynamic_conv_lowrank_forward(T* out, const T* in, const T* z, const T* up, int B, int Tn, int C, int K,
+                                            int R) {
+    CANONLAB_CHECK(false, name() + ": backend has no low-rank dynamic conv (has_lowrank_dynamic_conv() is false)");
+  }
+  // din accumulated, dz written, dup accumulated
+  virtual void dynamic_conv_lowrank_backward(T* din, T* dz, T* dup, const T* dout, const T* in, const T* z,
+                                             const T* up, int B, int Tn, int C, int K, int R) {
+    CANONLAB_CHECK(false, name() + ": backend has no low-rank dynamic conv (has_lowrank_dynamic_conv() is false)");
+  }
   virtual void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) = 0;
   virtual void short_conv_act_backward(T* dpre, const T* dy, int lddy, const T* pre, int N, int C, bool silu) = 0;
   virtual void short_conv_bias_backward(T* db, const T* dpre, int N, int C) = 0;

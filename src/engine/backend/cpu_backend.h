@@ -15,6 +15,7 @@
 #include "engine/ops/canon_conv/fast.h"
 #include "engine/ops/canon_conv/fused.h"
 #include "engine/ops/dynamic_conv/fast.h"
+#include "engine/ops/dynamic_conv/lowrank.h"
 #include "engine/ops/cross_entropy/masked.h"
 #include "engine/ops/delta_rule/chunked.h"
 #include "engine/ops/delta_rule/inputs.h"
@@ -143,6 +144,18 @@ class CpuBackend final : public Backend<T> {
                              int K) override {
     canonlab::dynamic_conv_backward(din, ddelta, dout, in, delta, B, Tn, C, K);
   }
+  bool has_lowrank_dynamic_conv() const override { return lowrank_dynamic_; }
+  void dynamic_conv_lowrank_forward(T* out, const T* in, const T* z, const T* up, int B, int Tn, int C, int K,
+                                    int R) override {
+    canonlab::dynamic_conv_lowrank_forward(out, in, z, up, B, Tn, C, K, R);
+  }
+  void dynamic_conv_lowrank_backward(T* din, T* dz, T* dup, const T* dout, const T* in, const T* z, const T* up, int B,
+                                     int Tn, int C, int K, int R) override {
+    canonlab::dynamic_conv_lowrank_backward(din, dz, dup, dout, in, z, up, B, Tn, C, K, R);
+  }
+  // Off: DynamicCanonMap forms the offsets with a GEMM and calls dynamic_conv_forward/backward, as a backend without
+  // the low-rank op would (tests and benchmarks compare the two).
+  void set_lowrank_dynamic_conv(bool on) { lowrank_dynamic_ = on; }
   void short_conv_bias_act_forward(T* y, int ldy, T* pre, const T* bias, int N, int C, bool silu) override {
     canonlab::short_conv_bias_act_forward(y, ldy, pre, bias, N, C, silu);
   }
@@ -328,6 +341,7 @@ class CpuBackend final : public Backend<T> {
   // rounded inputs through the fp32 GEMM), with its primitive cache and conversion scratch; null in fp32.
   std::unique_ptr<Bf16Gemm> bf16_;
   bool fused_canon_ = true;
+  bool lowrank_dynamic_ = true;
 };
 
 }  // namespace canonlab

@@ -6,6 +6,7 @@
 // leaves the static result untouched. Plain loops, one thread, double accumulators.
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 namespace canonlab {
 
@@ -55,6 +56,49 @@ void dynamic_conv_backward_naive(T* din, T* ddelta, const T* dout, const T* in, 
           ddelta[(row * C + c) * K + i] =
               s < 0 ? T(0) : T(double(dout[row * C + c]) * double(in[((size_t)b * Tn + s) * C + c]));
         }
+}
+
+// The low-rank form (lowrank.h): the offsets Δ_t = U z_t are formed in double, then the plain ops above run.
+// out, in: (B, Tn, C); z: (B·Tn, R); up: (C·K, R)
+// Δ: (rows, C·K), Δ[n, j] = Σ_r up[j, r] · z[n, r] in double
+template <class T>
+std::vector<T> lowrank_offsets_naive(const T* z, const T* up, size_t rows, size_t CK, int R) {
+  std::vector<T> delta(rows * CK);
+  for (size_t n = 0; n < rows; n++)
+    for (size_t j = 0; j < CK; j++) {
+      double acc = 0;
+      for (int r = 0; r < R; r++) acc += double(up[j * R + r]) * double(z[n * R + r]);
+      delta[n * CK + j] = T(acc);
+    }
+  return delta;
+}
+template <class T>
+void dynamic_conv_lowrank_forward_naive(T* out, const T* in, const T* z, const T* up, int B, int Tn, int C, int K,
+                                        int R) {
+  const std::vector<T> delta = lowrank_offsets_naive(z, up, (size_t)B * Tn, (size_t)C * K, R);
+  dynamic_conv_forward_naive(out, in, delta.data(), B, Tn, C, K);
+}
+// din accumulated, dz written, dup accumulated: din through dynamic_conv_backward_naive with the formed offsets,
+// then dz = ddelta · U and dU += ddeltaᵀ · z in double
+template <class T>
+void dynamic_conv_lowrank_backward_naive(T* din, T* dz, T* dup, const T* dout, const T* in, const T* z, const T* up,
+                                         int B, int Tn, int C, int K, int R) {
+  const size_t rows = (size_t)B * Tn, CK = (size_t)C * K;
+  const std::vector<T> delta = lowrank_offsets_naive(z, up, rows, CK, R);
+  std::vector<T> ddelta(rows * CK);
+  dynamic_conv_backward_naive(din, ddelta.data(), dout, in, delta.data(), B, Tn, C, K);
+  for (size_t n = 0; n < rows; n++)
+    for (int r = 0; r < R; r++) {
+      double acc = 0;
+      for (size_t j = 0; j < CK; j++) acc += double(ddelta[n * CK + j]) * double(up[j * R + r]);
+      dz[n * R + r] = T(acc);
+    }
+  for (size_t j = 0; j < CK; j++)
+    for (int r = 0; r < R; r++) {
+      double acc = 0;
+      for (size_t n = 0; n < rows; n++) acc += double(ddelta[n * CK + j]) * double(z[n * R + r]);
+      dup[j * R + r] += T(acc);
+    }
 }
 
 // Decoding one token: window (K, C) holds the inputs at t-K+1 .. t, oldest first, already shifted by
