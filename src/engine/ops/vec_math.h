@@ -2,8 +2,10 @@
 // Building blocks for the row loops of fast kernels (softmax rows, activations). Without
 // -ffast-math GCC may neither vectorise std::exp nor reorder a float sum, and both dominate a softmax row:
 // a scalar expf costs more than the GEMM work per score, and a one-accumulator sum runs at add latency.
-// So exp is written as plain arithmetic the vectoriser accepts, and reductions keep kLanes partial sums
-// that are combined in a fixed order: vectorised, yet the same bits on every run and every thread count.
+// So exp is written as plain arithmetic the vectoriser accepts (its clamps and selects need -fno-trapping-math,
+// which the build sets, to be if-converted on AVX2), and reductions keep kLanes partial sums that are combined in a
+// fixed order: vectorised, yet the same bits on every run, every thread count and (with -ffp-contract=off) every
+// vector width.
 #include <bit>
 #include <cmath>
 #include <cstddef>

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -201,14 +202,15 @@ inline void dot_rows(float* y, int ldy, const float* x, int ldx, const int8_t* q
 #endif
 }
 
-// Widen Wq to fp32 integers in a per-thread scratch, one fp32 GEMM, then y = y * scale + b column by column.
+// Widen Wq to fp32 integers in a scratch of this call's own, one fp32 GEMM, then y = y * scale + b column by column.
+// (The scratch is not kept between calls: no state outlives the call. Allocating it costs little beside a GEMM of
+// at least kInt8GemmRows rows.)
 template <class T>
 void widen_then_gemm(T* y, int ldy, const T* x, int ldx, const int8_t* q, const float* scale, const T* b, int N,
                      int IN, int OUT) {
-  thread_local std::vector<T> widened;  // (OUT, IN): grows to the largest weight once, then reused
   const size_t n = size_t(OUT) * IN;
-  if (widened.size() < n) widened.resize(n);
-  T* wf = widened.data();
+  const auto widened = std::make_unique_for_overwrite<T[]>(n);  // (OUT, IN), every element written below
+  T* wf = widened.get();
 #pragma omp parallel for schedule(static)
   for (int o = 0; o < OUT; o++)
     for (int i = 0; i < IN; i++) wf[size_t(o) * IN + i] = T(q[size_t(o) * IN + i]);
