@@ -45,7 +45,7 @@ std::string command_line(const ReportArgs& a, bool threshold_given) {
 }
 
 int run_report(const ReportArgs& a, bool threshold_given) {
-  const report::SweepResults sweep = report::load_sweep(a.sweep_dir);
+  const report::SweepResults sweep = report::with_sweep_column(report::load_sweep(a.sweep_dir));
   report::ReportRequest request;
   request.pivot = a.pivot;
   request.metric = a.metric;
@@ -80,8 +80,9 @@ Command add_report_command(CLI::App& app) {
       "report", "Tables, paired statistics and plots of a sweep as Markdown and self-contained HTML");
   sub->add_option("sweep_dir", a->sweep_dir, "Sweep directory (holds sweep.json)")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--pivot", a->pivot,
-                  "ROW_AXIS,COL_AXIS (default: the sweep's report.pivot, else rows = the train.seed axis, columns = "
-                  "the first other axis); remaining axes get a section per value");
+                  "ROW_AXIS,COL_AXIS, or ROW_AXIS with the first other axis as columns (default: the sweep's "
+                  "report.pivot, else rows = the train.seed axis, columns = the first other axis); remaining axes get "
+                  "a section per value. A sweep of one axis gets one column, named after the sweep");
   sub->add_option("--metric", a->metric, "Metric in the tables and strip plot (default global_ipmr; list below)");
   CLI::Option* threshold =
       sub->add_option("--threshold", a->threshold, "Count seeds strictly above this value (default 0.5 = 50%)");

@@ -70,16 +70,34 @@ bool known_metric_name(const std::string& name) {
 
 }  // namespace
 
+SweepResults with_sweep_column(SweepResults sweep) {
+  if (sweep.axes.size() != 1) return sweep;
+  const std::string name = "sweep";
+  CANONLAB_CHECK(sweep.axes.front().name != name, "a one-axis sweep whose axis is named '" + name +
+                                                      "' cannot get a column of that name; rename the axis");
+  sweep.axes.push_back(Axis{name, {}, {sweep.name}});
+  for (RunResult& r : sweep.runs) r.axes[name] = sweep.name;
+  if (sweep.defaults.pivot.size() == 1) sweep.defaults.pivot.push_back(name);
+  return sweep;
+}
+
 ReportPlan plan_report(const SweepResults& sweep, const ReportRequest& req) {
   CANONLAB_CHECK(sweep.axes.size() >= 2, "a report pivots one axis against another, but this sweep has " +
                                              std::to_string(sweep.axes.size()) + " axis(es): " +
-                                             join(axis_names(sweep), ", "));
+                                             join(axis_names(sweep), ", ") +
+                                             " (with_sweep_column gives a one-axis sweep a column)");
   ReportPlan plan;
   // Messages name where a bad value came from: the command line or the sweep file's "report" object.
   const std::string pivot_source = req.pivot.empty() ? "sweep.json report.pivot" : "--pivot";
   std::vector<std::string> pivot = !req.pivot.empty() ? split(req.pivot, ',') : sweep.defaults.pivot;
+  if (pivot.size() == 1 && !pivot.front().empty())
+    for (const Axis& a : sweep.axes)
+      if (a.name != pivot.front()) {
+        pivot.push_back(a.name);  // ROW alone: the columns are the first other axis
+        break;
+      }
   if (!req.pivot.empty() || !pivot.empty())
-    CANONLAB_CHECK(pivot.size() == 2, pivot_source + " takes ROW_AXIS,COL_AXIS (two axis names), got '" +
+    CANONLAB_CHECK(pivot.size() == 2, pivot_source + " takes ROW_AXIS,COL_AXIS (two axis names) or ROW_AXIS, got '" +
                                           join(pivot, ",") + "'");
   if (pivot.empty()) {
     // Seeds are what one averages over, so they make the rows; the first other axis is what is compared.

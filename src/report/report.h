@@ -38,8 +38,14 @@ struct ReportPlan {
   std::vector<std::string> heatmap_runs;  // empty = the default choice, made per section
   std::string command_line;
 };
-// Throws canonlab::Error naming what exists when an axis, metric, comparison or run name is unknown.
+// Throws canonlab::Error naming what exists when an axis, metric, comparison or run name is unknown. A pivot of one
+// axis name takes the first other axis as the columns.
 ReportPlan plan_report(const SweepResults& sweep, const ReportRequest& request);
+
+// A sweep of one axis (seeds only, say) has nothing to pivot against: this gives it a column axis "sweep" whose one
+// value is the sweep's name, so its report is one column (table, curves, strip plot; no paired comparison). A sweep of
+// two or more axes is returned as it is.
+SweepResults with_sweep_column(SweepResults sweep);
 
 struct ReportFile {
   std::string name, content;  // name relative to the output directory

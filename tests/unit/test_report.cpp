@@ -375,6 +375,44 @@ TEST(Report, UnknownNamesFailListingWhatExists) {
   expect_contains(r.output, "copy_acc");
 }
 
+// A sweep over seeds alone (one arm studied beside baselines reported elsewhere) still gets a report: one column
+// named after the sweep, its per-seed table and summary, and no paired comparison (there is nothing to pair with).
+TEST(Report, ASweepOfOneAxisGetsOneColumn) {
+  const json axes = json::array({{{"name", "seed"}, {"keys", {"train.seed"}}, {"labels", {"0", "1", "2"}}}});
+  std::vector<FixtureRun> runs;
+  for (int seed = 0; seed < 3; seed++) runs.push_back({{{"seed", std::to_string(seed)}}, Fate::done, 0.2 * (seed + 1), {}});
+  const fs::path dir = write_sweep("single", axes, runs, json{{"pivot", {"seed"}}});
+  const SweepResults raw = load_sweep(dir);
+  ReportRequest req;
+  try {
+    plan_report(raw, req);
+    ADD_FAILURE() << "a one-axis sweep was planned without a column";
+  } catch (const Error& e) {
+    expect_contains(e.what(), "this sweep has 1 axis(es): seed");
+  }
+  const SweepResults s = with_sweep_column(raw);
+  ASSERT_EQ(s.axes.size(), 2u);
+  EXPECT_EQ(s.axes[1].labels, std::vector<std::string>{"fixture-single"});
+  const ReportPlan plan = plan_report(s, req);  // the manifest's pivot [seed], completed
+  EXPECT_EQ(plan.row.name, "seed");
+  EXPECT_EQ(plan.col.name, "sweep");
+  EXPECT_TRUE(plan.compare.empty());
+  const ReportDocument doc = build_report(s, plan);
+  expect_contains(doc.markdown, "| seed | sweep=fixture-single |");
+  expect_contains(doc.markdown, "| 2 | 60.0% |");  // no bold: a row of one cell has no best
+  expect_contains(doc.markdown, "| fixture-single | 3 | 40.0% |");
+  // A two-axis sweep is left as it is, and --pivot ROW alone takes the first other axis as columns.
+  EXPECT_EQ(with_sweep_column(load_sweep(nine_seed_sweep())).axes.size(), 2u);
+  ReportRequest row_only;
+  row_only.pivot = "seed";
+  EXPECT_EQ(plan_report(load_sweep(nine_seed_sweep()), row_only).col.name, "layer");
+
+  const CliResult r = run_cli("report " + dir.string() + " --pivot seed");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_contains(r.output, "rows seed, columns sweep");
+  EXPECT_TRUE(fs::exists(dir / "report" / "strip-global_ipmr.svg"));
+}
+
 TEST(Report, ExtraAxesGetASectionEachAndManifestDefaultsApply) {
   const json axes = json::array(
       {{{"name", "layer"}, {"keys", {"model.attention.key_shift.layers"}}, {"labels", {"L0", "L1"}}},
