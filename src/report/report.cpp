@@ -64,6 +64,13 @@ std::string parse_compare_side(const std::string& side, const Axis& col, const s
   return label;
 }
 
+// The column axis when only the row axis is named: the first axis of the sweep that is not the row ("" if none).
+std::string first_axis_other_than(const SweepResults& s, const std::string& row) {
+  for (const Axis& a : s.axes)
+    if (a.name != row) return a.name;
+  return "";
+}
+
 bool known_metric_name(const std::string& name) {
   return !metric_info(name).description.empty() && name != "global_ipmr_d<k>";
 }
@@ -77,7 +84,6 @@ SweepResults with_sweep_column(SweepResults sweep) {
                                                       "' cannot get a column of that name; rename the axis");
   sweep.axes.push_back(Axis{name, {}, {sweep.name}});
   for (RunResult& r : sweep.runs) r.axes[name] = sweep.name;
-  if (sweep.defaults.pivot.size() == 1) sweep.defaults.pivot.push_back(name);
   return sweep;
 }
 
@@ -91,11 +97,7 @@ ReportPlan plan_report(const SweepResults& sweep, const ReportRequest& req) {
   const std::string pivot_source = req.pivot.empty() ? "sweep.json report.pivot" : "--pivot";
   std::vector<std::string> pivot = !req.pivot.empty() ? split(req.pivot, ',') : sweep.defaults.pivot;
   if (pivot.size() == 1 && !pivot.front().empty())
-    for (const Axis& a : sweep.axes)
-      if (a.name != pivot.front()) {
-        pivot.push_back(a.name);  // ROW alone: the columns are the first other axis
-        break;
-      }
+    pivot.push_back(first_axis_other_than(sweep, pivot.front()));  // ROW alone
   if (!req.pivot.empty() || !pivot.empty())
     CANONLAB_CHECK(pivot.size() == 2, pivot_source + " takes ROW_AXIS,COL_AXIS (two axis names) or ROW_AXIS, got '" +
                                           join(pivot, ",") + "'");
@@ -107,13 +109,7 @@ ReportPlan plan_report(const SweepResults& sweep, const ReportRequest& req) {
         row = a.name;
         break;
       }
-    std::string col;
-    for (const Axis& a : sweep.axes)
-      if (a.name != row) {
-        col = a.name;
-        break;
-      }
-    pivot = {row, col};
+    pivot = {row, first_axis_other_than(sweep, row)};
   }
   plan.row = require_axis(sweep, pivot[0], pivot_source);
   plan.col = require_axis(sweep, pivot[1], pivot_source);
