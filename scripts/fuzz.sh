@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds canonlab's libFuzzer targets (tests/fuzz/) with clang and ASan + UBSan, and runs each for a given time.
 #
-#   scripts/fuzz.sh [--seconds N] [--build-dir DIR] [--build-only | --no-build] [--keep-going] [TARGET...]
+#   scripts/fuzz.sh [--seconds N] [--build-dir DIR] [--build-only | --no-build] [--keep-going | --replay] [TARGET...]
 #
 #   TARGET        yaml_config checkpoint_json safetensors sweep grammar (default: all five)
 #   --seconds N   fuzzing time per target (default 60); each target first runs its large regression inputs
 #   --build-dir   where the clang build, working corpora and findings go (default: build-fuzz)
 #   --build-only  configure and build, run nothing;  --no-build: run what DIR already holds
 #   --keep-going  fuzz in libFuzzer's fork mode, which records a finding and carries on instead of stopping at
-#                 the first one (for hunting bugs; the default stops, as CI wants)
+#                 the first one (for hunting bugs; the default stops at the first)
+#   --replay      explore nothing: run every committed input (tests/fuzz/corpus/<target>/, its regress-* files
+#                 among them) and the large regression inputs once each, with a fixed seed, and stop. This is
+#                 what ctest runs: the same inputs give the same verdict on every run and every machine, while
+#                 fuzzing for N seconds finds different inputs on a faster or a busier machine. Exploring is
+#                 this script's job without --replay; copy what it finds into the corpus once it is fixed.
 #
 # A finding is a sanitizer report, an exception other than canonlab::Error, a broken invariant, a timeout
 # (-timeout=10 s per input; 60 s for the large regression inputs) or running out of memory
@@ -20,7 +25,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 all_targets=(yaml_config checkpoint_json safetensors sweep grammar)
 
-seconds=60 build_dir="$root/build-fuzz" build=1 run=1 keep_going=0 targets=()
+seconds=60 build_dir="$root/build-fuzz" build=1 run=1 keep_going=0 replay=0 targets=()
 while (($#)); do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a number}"; shift 2 ;;
@@ -28,6 +33,7 @@ while (($#)); do
     --build-only) run=0; shift ;;
     --no-build) build=0; shift ;;
     --keep-going) keep_going=1; shift ;;
+    --replay) replay=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "error: unknown option '$1'; see scripts/fuzz.sh --help" >&2; exit 1 ;;
     *) targets+=("$1"); shift ;;
@@ -37,6 +43,7 @@ done
 for t in "${targets[@]}"; do
   [[ " ${all_targets[*]} " == *" $t "* ]] || { echo "error: unknown fuzz target '$t'; allowed: ${all_targets[*]}" >&2; exit 1; }
 done
+((keep_going && replay)) && { echo "error: --keep-going and --replay exclude each other (--replay explores nothing)" >&2; exit 1; }
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "error: --seconds '$seconds': expected a whole number of seconds >= 1" >&2; exit 1; }
 mkdir -p "$build_dir"
 build_dir="$(cd "$build_dir" && pwd)"
@@ -77,6 +84,9 @@ done
 export ASAN_OPTIONS="${ASAN_OPTIONS:-allocator_may_return_null=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 limits=(-timeout=10 -rss_limit_mb=2048)
+# Replay judges what an input does, not how fast: a committed input that takes 7 s under the sanitizers on an idle
+# machine (the 72-run Capo grid) must not become a "timeout" on a busy one. The limit only catches a real hang.
+replay_timeout=300
 dict_of() { case "$1" in yaml_config|sweep) echo "$root/tests/fuzz/dict/yaml.dict" ;; *) echo "$root/tests/fuzz/dict/json.dict" ;; esac; }
 
 summary=() total_findings=0
@@ -93,13 +103,16 @@ for t in "${targets[@]}"; do
   binary="$build_dir/fuzz_$t"
 
   # 1. The large regression inputs, one process each so that every one is tried. They are about depth, not
-  #    time, and a 400 KB document takes seconds under the sanitizers, so these get a 60 s timeout.
+  #    time, and a 400 KB document takes seconds under the sanitizers, so these get a 60 s timeout (replay: see
+  #    replay_timeout below).
+  regress_timeout=60
+  ((replay)) && regress_timeout=$replay_timeout
   regress_failed=0 regress_total=0
   for input in "$build_dir/regression/$t"/*; do
     [[ -f "$input" ]] || continue
     regress_total=$((regress_total + 1))
     log="$work/regress-$(basename "$input").log"
-    if ! (cd "$work/tmp/configs" && "$binary" -timeout=60 -rss_limit_mb=2048 "$input") > "$log" 2>&1; then
+    if ! (cd "$work/tmp/configs" && "$binary" -timeout="$regress_timeout" -rss_limit_mb=2048 "$input") > "$log" 2>&1; then
       regress_failed=$((regress_failed + 1))
       cp "$input" "$work/findings/regress-$(basename "$input")"
       echo "FINDING: fuzz_$t on regression input $(basename "$input"); log: $log"
@@ -108,16 +121,26 @@ for t in "${targets[@]}"; do
   done
 
   # 2. Fuzzing, from the committed seeds plus the working corpus kept in the build directory (the first
-  #    directory, where libFuzzer adds what it finds; the committed one is never written to).
+  #    directory, where libFuzzer adds what it finds; the committed one is never written to). Replay runs the
+  #    committed inputs alone (-runs=0: the seed corpus once, no mutation), beside an empty first directory, so
+  #    that neither an earlier exploration's corpus nor the run's own history changes what is run.
   log="$work/fuzz.log"
-  mode=()
-  ((keep_going)) && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
-  echo "fuzz_$t: ${seconds}s (log: $log)"
   start=$(date +%s)
   status=0
-  (cd "$work/tmp/configs" && "$binary" "${limits[@]}" "${mode[@]}" -max_total_time="$seconds" -print_final_stats=1 \
-     -dict="$(dict_of "$t")" -artifact_prefix="$work/findings/" "$work/corpus" "$root/tests/fuzz/corpus/$t") \
-     > "$log" 2>&1 || status=$?
+  if ((replay)); then
+    echo "fuzz_$t: replaying tests/fuzz/corpus/$t (log: $log)"
+    rm -rf "$work/replay-corpus" && mkdir -p "$work/replay-corpus"
+    (cd "$work/tmp/configs" && "$binary" -seed=1 -runs=0 -timeout="$replay_timeout" -rss_limit_mb=2048 \
+       -print_final_stats=1 -artifact_prefix="$work/findings/" "$work/replay-corpus" "$root/tests/fuzz/corpus/$t") \
+       > "$log" 2>&1 || status=$?
+  else
+    mode=()
+    ((keep_going)) && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+    echo "fuzz_$t: ${seconds}s (log: $log)"
+    (cd "$work/tmp/configs" && "$binary" "${limits[@]}" "${mode[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+       -dict="$(dict_of "$t")" -artifact_prefix="$work/findings/" "$work/corpus" "$root/tests/fuzz/corpus/$t") \
+       > "$log" 2>&1 || status=$?
+  fi
   elapsed=$(( $(date +%s) - start ))
   if ((keep_going)); then
     execs=$(grep -oE '#[0-9]+: cov' "$log" | tail -1 | tr -dc '0-9' || true)
