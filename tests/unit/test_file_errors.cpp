@@ -132,6 +132,42 @@ TEST(FileErrors, ANulInAPathIsRefused) {
                   "cannot read grammar file '" + grammar + "\\x00x': the path contains a NUL character");
 }
 
+// `--tokens /dev/zero` was reported as "does not exist"; a path that is there but not a regular file is described.
+TEST(FileErrors, ATokenFileThatIsNotARegularFileIsDescribed) {
+  const fs::path dir = temp_dir("tokens");
+  const std::string dump = "debug-dump " + source_path("configs/demo.yaml") + " --out " + (dir / "dump").string();
+  test_support::CliResult r = run_cli(dump + " --tokens /dev/zero");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "--tokens: cannot read token file '/dev/zero': it is a character device, not a regular file");
+  r = run_cli(dump + " --tokens " + dir.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "'" + dir.string() + "': it is a directory, not a regular file");
+  r = run_cli(dump + " --tokens " + (dir / "absent.txt").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "'" + (dir / "absent.txt").string() + "': no such file or directory");
+  EXPECT_FALSE(fs::exists(dir / "dump")) << "nothing is written before the batch is read";
+}
+
+// Output directories that cannot be made are named with their flag (they used to reach the CLI as bare
+// filesystem_errors, or as "cannot create '<dir>'" without the flag).
+TEST(FileErrors, OutputDirectoriesThatCannotBeMadeNameTheirFlag) {
+  const fs::path dir = finished_sweep_dir("out_dirs");
+  write_text(dir / "a-file", "x");
+  test_support::CliResult r = run_cli("report " + dir.string() + " --out " + (dir / "a-file").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "cannot create the report directory (--out, default SWEEP_DIR/report) '" +
+                                (dir / "a-file").string() + "': it is a regular file, not a directory");
+  write_text(dir / "sweep.yaml", "base: " + source_path("configs/demo.yaml") + "\naxes:\n  - {key: seed, values: [0]}\n");
+  const std::string long_out = (dir / std::string(300, 'o')).string();
+  r = run_cli("sweep " + (dir / "sweep.yaml").string() + " --out " + long_out);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "error: sweep directory (--out): cannot create '" + dir.string());
+  EXPECT_CONTAINS(r.output, "': File name too long");
+  r = run_cli("data show " + std::string(300, 'c'));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "error: TASK|CONFIG: cannot read config file 'ccccc");
+}
+
 TEST(FileErrors, PathsInMessagesArePrintable) {
   EXPECT_EQ(printable_path("a\nb\x01"), "a\\x0ab\\x01");
   EXPECT_EQ(printable_path(std::string("a\0b", 3)), "a\\x00b");
