@@ -93,7 +93,8 @@ void TextTask::open_data_directory(const std::string& dir) {
       tokenizer_ = Tokenizer::sentencepiece(read_text_file(path, kMaxModelFileBytes, "tokenizer"), eod, path);
     }
     const std::string differs = "the tokenizer of '" + dir + "' does not match its " + kManifestName + ": ";
-    CANONLAB_CHECK(tokenizer_.hash() == m.tokenizer_hash, differs + "its XXH64 differs (was the file replaced?)");
+    CANONLAB_CHECK(tokenizer_.hash() == m.tokenizer_hash, differs + "its XXH64 is " + tokenizer_hash_text(tokenizer_.hash()) + ", the manifest's " +
+                                                         tokenizer_hash_text(m.tokenizer_hash) + " (was the file replaced?)");
     CANONLAB_CHECK(tokenizer_.vocab_size() == m.vocab_size && tokenizer_.eod() == m.eod_id,
                    differs + "it has " + std::to_string(tokenizer_.vocab_size()) + " tokens and <eod> " +
                        std::to_string(tokenizer_.eod()) + ", the manifest " + std::to_string(m.vocab_size) + " and " +
