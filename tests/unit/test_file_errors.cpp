@@ -148,6 +148,29 @@ TEST(FileErrors, ATokenFileThatIsNotARegularFileIsDescribed) {
   EXPECT_FALSE(fs::exists(dir / "dump")) << "nothing is written before the batch is read";
 }
 
+// F7: train.threads = 1024 (the allowed maximum) under `ulimit -v 6291456` ended in libgomp's "Thread creation
+// failed", exit 1. 1024 stacks of 8 MiB need 8 GiB of the 6 GiB address space; canonlab says so, exit 2.
+TEST(FileErrors, AThreadCountTheLimitsCannotStartIsNamed) {
+  const fs::path dir = temp_dir("threads");
+  const std::string command = "ulimit -S -s 8192 && ulimit -S -v 6291456 && exec env -u OMP_STACKSIZE -u GOMP_STACKSIZE " +
+                              std::string(CANONLAB_BINARY) + " train " + source_path("configs/demo.yaml") +
+                              " --set train.threads=1024 --set train.steps=1 --quiet --out " + (dir / "run").string() +
+                              " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << output;
+  EXPECT_CONTAINS(output, "error: train.threads: 1024 threads cannot run here: only ");
+  EXPECT_CONTAINS(output, "Each reserves a stack of 8 MiB (OMP_STACKSIZE, else ulimit -s), 8.0 GiB for 1024; this "
+                          "process may map at most 6.0 GiB (ulimit -v)");
+  EXPECT_CONTAINS(output, "; allowed here: train.threads below ");
+  EXPECT_EQ(output.find("libgomp"), std::string::npos) << output;
+}
+
 // Output directories that cannot be made are named with their flag (they used to reach the CLI as bare
 // filesystem_errors, or as "cannot create '<dir>'" without the flag).
 TEST(FileErrors, OutputDirectoriesThatCannotBeMadeNameTheirFlag) {
