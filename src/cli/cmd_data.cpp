@@ -13,15 +13,19 @@
 #include "data/text/prepare.h"
 #include "engine/error.h"
 #include "eval/evaluate.h"
+#include "io/paths.h"
 
 namespace canonlab::cli {
 
 namespace {
 
+// A config file when one is there, else a task name (which names no file). A path that cannot be examined (too
+// long, no permission) is named as one rather than reported as an unknown task.
 RunConfig config_of(const std::string& task_or_config, const std::vector<std::string>& sets) {
-  return std::filesystem::is_regular_file(task_or_config)
-             ? load_config(task_or_config, sets)
-             : config_from_yaml_string("task:\n  name: " + task_or_config + "\n", sets);
+  const PathStatus status = path_status(task_or_config);
+  if (!status.examined()) throw path_error("TASK|CONFIG: cannot read config file", task_or_config, status.problem);
+  return status.is_regular_file() ? load_config(task_or_config, sets)
+                                  : config_from_yaml_string("task:\n  name: " + task_or_config + "\n", sets);
 }
 
 struct DataShowArgs {

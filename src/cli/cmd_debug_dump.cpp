@@ -18,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "eval/probe.h"
+#include "io/paths.h"
 #include "io/safetensors.h"
 #include "models/language_model.h"
 #include "train/adamw.h"
@@ -232,8 +233,12 @@ Batch read_safetensors_tokens(const std::string& path, const BatchLimits& lim) {
 }
 
 Batch read_token_file(const std::string& path, const BatchLimits& lim) {
-  CANONLAB_CHECK(fs::is_regular_file(path), "token file '" + path + "' does not exist (--tokens takes a .safetensors "
-                                            "file or a text file of token ids, one sequence per line)");
+  try {
+    require_regular_file(path, "--tokens: cannot read token file");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (--tokens takes a .safetensors file or a text file of token ids, one "
+                "sequence per line)");
+  }
   return path.ends_with(".safetensors") ? read_safetensors_tokens(path, lim) : read_text_tokens(path, lim);
 }
 
@@ -270,7 +275,7 @@ int run_debug_dump(const DebugDumpArgs& a) {
                                             : read_token_file(a.tokens_path, limits);
   const int B = batch.B, T = batch.T;
 
-  std::filesystem::create_directories(a.out);
+  create_directories_at(a.out, "--out: cannot create the dump directory");
   ParameterStore<float>& params = model->params();
   save_model(a.out + "/model.safetensors", cfg, params, step);
   {
@@ -299,7 +304,7 @@ int run_debug_dump(const DebugDumpArgs& a) {
   // a user can reproduce, so none is written, and one left by an earlier dump into DIR is removed.
   const std::string trajectory_path = a.out + "/trajectory.json";
   if (!a.weights.empty()) {
-    fs::remove(trajectory_path);
+    remove_at(trajectory_path, "--out: cannot remove the earlier dump's");
   } else {
     AdamWState opt;
     const DeviceBuffer<uint8_t> decay = device_decay_mask(params, cfg.train.decay_on);

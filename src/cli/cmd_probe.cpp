@@ -15,6 +15,7 @@
 #include "eval/probe.h"
 #include "eval/probe_pictures.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 
 namespace fs = std::filesystem;
 
@@ -34,16 +35,17 @@ struct ProbeArgs {
 
 // Next to the run's checkpoints/: RUN_DIR/probe for a run directory, <checkpoint dir>/../probe for a file.
 fs::path default_out_dir(const std::string& checkpoint_path) {
-  return fs::absolute(checkpoint_path).lexically_normal().parent_path().parent_path() / "probe";
+  return absolute_path(checkpoint_path, "checkpoint").parent_path().parent_path() / "probe";
 }
 
 // Pictures of an earlier probe with other heads or more examples would otherwise linger beside the new ones
 // and contradict probe.json. Only files with our own names are removed.
 void remove_old_pictures(const fs::path& dir) {
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name.ends_with(".svg") && (name.starts_with("attention_ex") || name.starts_with("ipmr_delta_")))
-      fs::remove(e.path());
+  for (const fs::path& path : directory_listing(dir, "--out: cannot read the probe directory")) {
+    const std::string name = path.filename().string();
+    if (name.ends_with(".svg") && (name.starts_with("attention_ex") || name.starts_with("ipmr_delta_")) &&
+        path_status(path).is_regular_file())
+      remove_at(path, "--out: cannot remove the earlier probe's picture");
   }
 }
 
@@ -121,7 +123,7 @@ int run_probe_command(const ProbeArgs& a) {
   const std::string text = "checkpoint " + where + "\n" + probe.eval_text() + probe.ipmr_text();
 
   const fs::path out = a.out.empty() ? default_out_dir(c.path) : fs::path(a.out);
-  fs::create_directories(out);
+  create_directories_at(out, "--out: cannot create the probe directory");
   remove_old_pictures(out);
   const std::vector<FigureGroup> groups = draw_figures(ipmr, maps, *task);
   size_t n_pictures = 0;

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "engine/error.h"
+#include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/overview.h"
 #include "sweep/runner.h"
@@ -81,7 +82,7 @@ int run_sweep_command(const SweepArgs& a) {
     return show_status(a.status_dir);
   }
   CANONLAB_CHECK(!a.sweep_path.empty(), "give a sweep file (canonlab sweep SWEEP.yaml), or --status DIR");
-  CANONLAB_CHECK(fs::is_regular_file(a.sweep_path), "cannot read sweep file '" + a.sweep_path + "'");
+  require_regular_file(a.sweep_path, "cannot read sweep file");
   CANONLAB_CHECK(a.launcher == "local" || a.launcher == "slurm",
                  "--launcher: '" + a.launcher + "' is not a launcher; allowed: local, slurm");
   const bool slurm = a.launcher == "slurm";
@@ -105,7 +106,7 @@ int run_sweep_command(const SweepArgs& a) {
   if (slurm) {
     SlurmSubmitOptions options;
     // Absolute: the array tasks may start in another working directory, on another node.
-    options.out_dir = fs::absolute(out_dir).lexically_normal().string();
+    options.out_dir = absolute_path(out_dir, "--out: sweep directory").string();
     if (options.out_dir.size() > 1 && options.out_dir.back() == '/') options.out_dir.pop_back();
     options.executable = running_executable();
     options.threads_per_run = threads;

@@ -8,6 +8,7 @@
 #include "config/yaml_document.h"
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 
 namespace canonlab {
 namespace {
@@ -49,10 +50,7 @@ void apply_yaml_text(RunConfig& config, const std::string& text, const std::stri
   YAML::Node root = parse_yaml(text, origin);
   if (auto base = base_reference(root, origin)) {
     fs::path base_file = base_dir / *base;
-    std::error_code ec;
-    if (!fs::is_regular_file(base_file, ec))
-      throw Error(origin + ": base: cannot read config file '" + base_file.string() + "': " +
-                  (ec ? ec.message() : fs::exists(base_file, ec) ? "not a regular file" : "no such file"));
+    require_regular_file(base_file, origin + ": base: cannot read config file");
     apply_yaml_file(config, base_file, chain);
   }
   apply_document(config, root, Origin{origin, true}, /*base_handled=*/true);
@@ -135,7 +133,9 @@ RunConfig load_config_with(const std::string& yaml_path, const std::vector<Confi
 RunConfig config_from_yaml_string(const std::string& text, const std::vector<std::string>& overrides) {
   RunConfig config;
   std::vector<fs::path> chain;
-  apply_yaml_text(config, text, "<config text>", fs::current_path(), chain);
+  // A relative base: is taken from the working directory; an empty base directory leaves it relative, so nothing
+  // fails here when the working directory is gone and the text names no base.
+  apply_yaml_text(config, text, "<config text>", fs::path(), chain);
   apply_overrides(config, overrides);
   resolve_and_validate(config);
   return config;

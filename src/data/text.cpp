@@ -1,12 +1,12 @@
 #include "data/text.h"
 
 #include <cmath>
-#include <filesystem>
 
 #include "data/data_path.h"
 #include "data/text/manifest.h"
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 
 namespace canonlab {
 
@@ -35,8 +35,8 @@ TextTask::TextTask(const TaskConfig& cfg)
     : context_(cfg.context > 0 ? cfg.context : 256), whole_split_(cfg.text.eval_whole_split),
       tokenizer_(Tokenizer::bytes(false)) {
   const std::string path = resolve_data_path(cfg.text.path);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) open_data_directory(path);
+  // A path that cannot be examined (too long, no permission) is reported by the file read, naming the key.
+  if (path_status(path).is_directory()) open_data_directory(path);
   else open_text_file(path, cfg.text.heldout_frac);
   const uint64_t need = uint64_t(context_) + 1;
   for (const auto& [split, name] : {std::pair{train_.get(), "training"}, std::pair{val_.get(), "held-out"}})
@@ -80,8 +80,7 @@ void TextTask::open_text_file(const std::string& path, double frac) {
 
 void TextTask::open_data_directory(const std::string& dir) {
   const std::string key = "task.text.path: ";
-  std::error_code ec;
-  CANONLAB_CHECK(std::filesystem::exists(dir + "/" + kManifestName, ec),
+  CANONLAB_CHECK(path_exists(dir + "/" + kManifestName, key + "cannot read"),
                  key + "'" + dir + "' is a directory without " + kManifestName + "; allowed: a text file, or a data "
                  "directory made by canonlab data prepare");
   try {
@@ -94,7 +93,8 @@ void TextTask::open_data_directory(const std::string& dir) {
       tokenizer_ = Tokenizer::sentencepiece(read_text_file(path, kMaxModelFileBytes, "tokenizer"), eod, path);
     }
     const std::string differs = "the tokenizer of '" + dir + "' does not match its " + kManifestName + ": ";
-    CANONLAB_CHECK(tokenizer_.hash() == m.tokenizer_hash, differs + "its XXH64 differs (was the file replaced?)");
+    CANONLAB_CHECK(tokenizer_.hash() == m.tokenizer_hash, differs + "its XXH64 is " + tokenizer_hash_text(tokenizer_.hash()) + ", the manifest's " +
+                                                         tokenizer_hash_text(m.tokenizer_hash) + " (was the file replaced?)");
     CANONLAB_CHECK(tokenizer_.vocab_size() == m.vocab_size && tokenizer_.eod() == m.eod_id,
                    differs + "it has " + std::to_string(tokenizer_.vocab_size()) + " tokens and <eod> " +
                        std::to_string(tokenizer_.eod()) + ", the manifest " + std::to_string(m.vocab_size) + " and " +

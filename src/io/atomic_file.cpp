@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <limits>
 
 #include "engine/error.h"
+#include "io/paths.h"
 #include "io/strict_number.h"
 
 namespace canonlab {
@@ -106,7 +106,9 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
 }
 
 InputFile::InputFile(std::string path, const std::string& what) : path_(std::move(path)) {
-  const std::string cannot = "cannot read " + (what.empty() ? "" : what + " ") + "'" + path_ + "': ";
+  const std::string cannot = "cannot read " + (what.empty() ? "" : what + " ") + "'" + printable_path(path_) + "': ";
+  // open() would stop at a NUL and read another file.
+  if (path_.find('\0') != std::string::npos) throw Error(cannot + path_status(path_).problem);
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before the type check below.
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw Error(cannot + errno_text(errno));
@@ -176,10 +178,12 @@ std::string read_text_file(const std::string& path, uint64_t max_bytes, const st
   return text;
 }
 
-std::optional<std::string> read_text_if_exists(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(in), {});
+std::optional<std::string> read_text_if_exists(const std::string& path, const std::string& what) {
+  // Only "nothing there" means "not written yet". An ifstream also opens a directory, and reading it then threw
+  // std::ios_base::failure ("basic_filebuf::underflow ... Is a directory") without naming the file.
+  const PathStatus status = path_status(path);
+  if (status.examined() && !status.exists()) return std::nullopt;
+  return read_text_file(path, std::numeric_limits<uint64_t>::max(), what);
 }
 
 }  // namespace canonlab

@@ -76,9 +76,10 @@ std::vector<std::byte> read_file(const std::string& path);
 // "cannot read config file 'x.yaml': No such file or directory".
 std::string read_text_file(const std::string& path, uint64_t max_bytes, const std::string& what);
 
-// The whole content of a text file, or nothing when it cannot be opened (status and summary files of runs
-// that have not written them yet).
-std::optional<std::string> read_text_if_exists(const std::string& path);
+// The whole content of a text file, or nothing when there is no file of that name (status and summary files of
+// runs that have not written them yet). Anything else in its place (a directory, a device) and a file that cannot be
+// read are errors, as for read_text_file; `what` ("run status") names the file in them.
+std::optional<std::string> read_text_if_exists(const std::string& path, const std::string& what = "");
 
 // A file opened for sequential reading whose size is known before anything is read, so a parser can check
 // sizes stored inside the file against the real file size before allocating for them.

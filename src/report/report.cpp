@@ -9,6 +9,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "report/report_doc.h"
 #include "report/stats.h"
 #include "report/svg.h"
@@ -587,9 +588,7 @@ class Builder {
 ReportDocument build_report(const SweepResults& sweep, const ReportPlan& plan) { return Builder(sweep, plan).build(); }
 
 void write_report(const ReportDocument& doc, const std::filesystem::path& out_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  CANONLAB_CHECK(!ec, "cannot create '" + out_dir.string() + "': " + ec.message());
+  create_directories_at(out_dir, "cannot create the report directory (--out, default SWEEP_DIR/report)");
   for (const ReportFile& f : doc.svgs) write_text_atomic((out_dir / f.name).string(), f.content);
   write_text_atomic((out_dir / "report.md").string(), doc.markdown);
   write_text_atomic((out_dir / "report.html").string(), doc.html);

@@ -1,5 +1,9 @@
 #include "report/report_doc.h"
 
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
 #include "report/svg.h"
 
 namespace canonlab::report::doc {
@@ -59,9 +63,66 @@ std::string inline_html(const std::string& text) {
 
 namespace {
 
+// '<' before a letter, '/', '!' or '?' opens raw HTML or an autolink in Markdown; '&' before "name;" or "#123;" is
+// a character reference. Elsewhere both are plain text and stay as written ("B < A").
+bool starts_html(std::string_view rest) {
+  return rest.size() >= 2 && rest[0] == '<' &&
+         (std::isalpha(static_cast<unsigned char>(rest[1])) || rest[1] == '/' || rest[1] == '!' || rest[1] == '?');
+}
+bool starts_reference(std::string_view rest) {
+  size_t i = 1;
+  if (i < rest.size() && rest[i] == '#') i++;
+  const size_t first = i;
+  while (i < rest.size() && i - first < 32 && std::isalnum(static_cast<unsigned char>(rest[i]))) i++;
+  return i > first && i < rest.size() && rest[i] == ';';
+}
+
+void append_markdown_text(std::string& out, std::string_view text) {
+  for (size_t i = 0; i < text.size(); i++) {
+    const char c = text[i];
+    if (c == '<' && starts_html(text.substr(i))) out += "&lt;";
+    else if (c == '&' && starts_reference(text.substr(i))) out += "&amp;";
+    else if (c == '\\' || c == '[') out.append(1, '\\').append(1, c);  // no escapes, links or images of the text's own
+    else out += c;
+  }
+}
+
+// Text as Markdown, meaning what inline_html makes of it in the HTML: `code` and **bold** marks, everything else
+// literal. Text from the sweep (its description, axis names, a run's error) used to reach report.md as written, so
+// a "<script>" that report.html escapes was raw HTML there. Code spans are found as inline_html finds them, every
+// backtick opening or closing one, and are written so that Markdown finds the same ones: never empty, never next
+// to another backtick (adjacent spans are merged), on one line, one left open closed at the end. Inside them all is
+// literal.
+std::string markdown_inline(std::string_view text) {
+  std::string out;
+  size_t start = 0;  // of the plain text or the code span being read
+  bool in_code = false;
+  for (size_t i = 0; i <= text.size(); i++) {
+    const bool end = i == text.size();
+    if (!end && text[i] != '`') continue;
+    if (!in_code) {
+      append_markdown_text(out, text.substr(start, i - start));
+      start = i + 1;
+      in_code = true;
+    } else if (!end && i + 1 < text.size() && text[i + 1] == '`') {
+      i++;  // "``" inside a span: it closes and at once reopens, so the span goes on
+      continue;
+    } else {
+      std::string code(text.substr(start, i - start));
+      std::erase(code, '`');
+      // A span cannot cross a blank line in Markdown: the rest would be read as text.
+      std::ranges::replace_if(code, [](char c) { return c == '\n' || c == '\r'; }, ' ');
+      if (!code.empty()) out.append("`").append(code).append("`");
+      start = i + 1;
+      in_code = false;
+    }
+  }
+  return out;
+}
+
 std::string markdown_cell(const Cell& c) {
   std::string t;
-  for (char ch : c.text) t += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  for (char ch : markdown_inline(c.text)) t += ch == '|' ? std::string("\\|") : std::string(1, ch);
   return c.bold && !t.empty() ? "**" + t + "**" : t;
 }
 
@@ -91,10 +152,10 @@ std::string Document::markdown() const {
   std::string md;
   for (const Block& b : blocks_) {
     switch (b.kind) {
-      case Block::Kind::heading: md += std::string(size_t(b.level), '#') + " " + b.text + "\n\n"; break;
-      case Block::Kind::paragraph: md += b.text + "\n\n"; break;
+      case Block::Kind::heading: md += std::string(size_t(b.level), '#') + " " + markdown_inline(b.text) + "\n\n"; break;
+      case Block::Kind::paragraph: md += markdown_inline(b.text) + "\n\n"; break;
       case Block::Kind::bullets:
-        for (const std::string& item : b.items) md += "- " + item + "\n";
+        for (const std::string& item : b.items) md += "- " + markdown_inline(item) + "\n";
         md += "\n";
         break;
       case Block::Kind::table: {
@@ -118,11 +179,11 @@ std::string Document::markdown() const {
         for (size_t i = 0; i < b.figures.size(); i++) {
           std::string alt = b.figures[i].caption;
           std::erase_if(alt, [](char c) { return c == '`' || c == '*' || c == '[' || c == ']'; });
-          md.append(i ? " ![" : "![").append(alt).append("](").append(b.figures[i].file).append(")");
+          md.append(i ? " ![" : "![").append(markdown_inline(alt)).append("](").append(b.figures[i].file).append(")");
         }
         md += "\n\n";
         for (const Figure& f : b.figures)
-          if (!f.caption.empty()) md += "*" + f.caption + "*  \n";
+          if (!f.caption.empty()) md += "*" + markdown_inline(f.caption) + "*  \n";
         md += "\n";
         break;
       }

@@ -9,6 +9,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 
 namespace canonlab::report {
 
@@ -27,8 +28,6 @@ std::string to_string(RunState s) {
 
 namespace {
 
-std::optional<std::string> read_text(const fs::path& p) { return read_text_if_exists(p.string()); }
-
 // Axis labels and run axis values are strings in the format, but a hand-written sweep.json may use numbers.
 std::string as_label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
@@ -45,6 +44,9 @@ double number_or_nan(const json& j, const char* key) {
 }
 
 void read_metrics_jsonl(const fs::path& path, RunResult& run) {
+  // An ifstream opens a directory too and then reads nothing, which would pass for a run without curves.
+  if (!path_exists(path, "cannot read run metrics")) return;
+  require_regular_file(path, "cannot read run metrics");
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
@@ -97,9 +99,11 @@ void read_ipmr_matrices(const json& summary, RunResult& run) {
   }
 }
 
+// A run file that is not there yet is normal (the run is pending); one that cannot be read (a directory in its
+// place, no permission) is an error that names it, not a run silently left out.
 void load_run(const fs::path& sweep_dir, RunResult& run) {
   const fs::path dir = sweep_dir / run.dir;
-  const auto status_text = read_text(dir / "status.json");
+  const auto status_text = read_text_if_exists(dir / "status.json", "run status");
   if (!status_text) {
     run.state = RunState::pending;
     return;
@@ -119,7 +123,7 @@ void load_run(const fs::path& sweep_dir, RunResult& run) {
   if (state == "running") run.state = RunState::running;
   if (state != "done") return;
 
-  const auto summary_text = read_text(dir / "summary.json");
+  const auto summary_text = read_text_if_exists(dir / "summary.json", "run summary");
   json summary = summary_text ? json::parse(*summary_text, nullptr, false) : json();
   if (!summary.is_object()) {
     run.state = RunState::failed;
@@ -129,7 +133,7 @@ void load_run(const fs::path& sweep_dir, RunResult& run) {
   run.state = RunState::done;
   // A later `canonlab probe` of the final checkpoint (probe/probe.json) supersedes the probe taken at the end
   // of training: it may measure more sequences or metrics the training binary did not have.
-  if (const auto probe_text = read_text(dir / "probe" / "probe.json")) {
+  if (const auto probe_text = read_text_if_exists(dir / "probe" / "probe.json", "probe result")) {
     const json probe = json::parse(*probe_text, nullptr, false);
     if (probe.is_object() && probe.contains("ipmr") && probe["ipmr"].is_object()) summary["ipmr"] = probe["ipmr"];
   }
@@ -262,7 +266,7 @@ int SweepResults::count(RunState s) const {
 
 SweepResults load_sweep(const fs::path& dir) {
   const fs::path file = dir / "sweep.json";
-  const auto text = read_text(file);
+  const auto text = read_text_if_exists(file, "sweep manifest");
   CANONLAB_CHECK(text, "no sweep.json in '" + dir.string() + "' (a sweep directory is written by `canonlab sweep`)");
   json j;
   try {

@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "train/checkpoint.h"
 #include "train/stop_signals.h"
 
@@ -53,7 +54,7 @@ RunDiskState inspect_run_dir(const std::string& run_dir, int steps) {
   if (summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer() &&
       summary["steps"].get<int64_t>() == steps)
     return RunDiskState::finished;
-  if (fs::exists(dir / "checkpoints" / "latest.json")) return RunDiskState::resumable;
+  if (path_exists(dir / "checkpoints" / "latest.json", "cannot read run checkpoint pointer")) return RunDiskState::resumable;
   return RunDiskState::fresh;
 }
 
@@ -67,9 +68,13 @@ int checkpoint_step(const std::string& run_dir) {
 }
 
 std::optional<int> latest_logged_step(const std::string& run_dir) {
-  std::ifstream in(fs::path(run_dir) / "metrics.jsonl", std::ios::binary | std::ios::ate);
-  if (!in) return std::nullopt;
-  const std::streamoff size = in.tellg();
+  // Only a progress display: anything but a readable regular file shows no step. A directory in its place used
+  // to open, report a size of -1 and ask for a string of 2^64 bytes.
+  const fs::path path = fs::path(run_dir) / "metrics.jsonl";
+  if (!path_status(path).is_regular_file()) return std::nullopt;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? std::streamoff(in.tellg()) : -1;
+  if (size < 0) return std::nullopt;
   const std::streamoff from = std::max<std::streamoff>(0, size - 4096);
   in.seekg(from);
   std::string tail(size_t(size - from), '\0');
@@ -99,7 +104,7 @@ void mark_done_if_unmarked(const std::string& run_dir) {
 RunAttempt start_run_attempt(const std::string& run_dir, const std::string& run_yaml, int steps,
                              const std::string& executable, const nlohmann::json& extra, bool own_process_group) {
   const fs::path dir(run_dir);
-  fs::create_directories(dir);
+  create_directories_at(dir, "cannot create run directory");
   const std::string config_path = (dir / "run.yaml").string();
   if (read_text(config_path) != run_yaml) write_text_atomic(config_path, run_yaml);
   const bool resume = inspect_run_dir(run_dir, steps) == RunDiskState::resumable;

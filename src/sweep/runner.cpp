@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "io/atomic_file.h"
 #include "io/directory_lock.h"
+#include "io/paths.h"
 #include "sweep/manifest.h"
 #include "sweep/overview.h"
 
@@ -54,12 +55,16 @@ class BlockedStopSignals {
 
 std::string read_text(const fs::path& path) { return read_text_if_exists(path.string()).value_or(""); }
 
+// Subjects of the errors about the sweep directory: every path below it comes from --out and the run names.
+const std::string kCannotRead = "sweep directory (--out): cannot read";
+const std::string kCannotCreate = "sweep directory (--out): cannot create";
+
 // Checks the directory's sweep.json against the grid, and with --force moves aside runs whose config changed
 // (nothing is deleted). The caller writes the new sweep.json once every run directory has been checked.
 void prepare_directory(const std::string& dir, const nlohmann::json& manifest, const std::vector<SweepRun>& runs,
                        bool force) {
   const fs::path manifest_path = fs::path(dir) / "sweep.json";
-  if (fs::exists(manifest_path)) {
+  if (path_exists(manifest_path, kCannotRead)) {
     auto before = nlohmann::json::parse(read_text(manifest_path), nullptr, false);
     std::optional<std::string> diff =
         before.is_discarded() ? std::optional<std::string>("sweep.json is not valid JSON") : sweep_difference(before, manifest);
@@ -74,18 +79,19 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
           if (r.is_object() && r.contains("name") && r["name"].is_string() && r.contains("config"))
             old_configs[r["name"].get<std::string>()] = r["config"];
       fs::path superseded = fs::path(dir) / "superseded" / std::to_string(std::time(nullptr));
-      for (int n = 1; fs::exists(superseded); n++)  // two --force runs within one second
+      for (int n = 1; path_exists(superseded, kCannotRead); n++)  // two --force runs within one second
         superseded = fs::path(dir) / "superseded" / (std::to_string(std::time(nullptr)) + "-" + std::to_string(n));
       for (const SweepRun& run : runs) {
         const fs::path run_dir = fs::path(dir) / "runs" / run.name;
         auto it = old_configs.find(run.name);
-        if (!fs::exists(run_dir) || (it != old_configs.end() && !config_difference(it->second, config_to_json(run.config))))
+        if (!path_exists(run_dir, kCannotRead) ||
+            (it != old_configs.end() && !config_difference(it->second, config_to_json(run.config))))
           continue;
-        fs::create_directories(superseded);
-        fs::rename(run_dir, superseded / run.name);
+        create_directories_at(superseded, kCannotCreate);
+        rename_at(run_dir, superseded / run.name, "sweep directory (--out): cannot move the changed run");
       }
     }
-  } else if (fs::exists(fs::path(dir) / "runs") && !fs::is_empty(fs::path(dir) / "runs") && !force) {
+  } else if (!directory_listing(fs::path(dir) / "runs", kCannotRead).empty() && !force) {
     throw Error("'" + dir + "' has runs/ but no sweep.json, so its runs cannot be matched to this grid; use another "
                 "--out, or --force to adopt the run directories whose config.resolved.yaml equals this grid's config");
   }
@@ -118,7 +124,8 @@ void prepare_sweep_directory(const std::string& dir, const SweepSpec& spec, cons
   // this config (one made by hand with `canonlab train`, or left by a sweep whose sweep.json is gone).
   for (const SweepRun& run : runs) {
     const fs::path run_dir = fs::path(dir) / "runs" / run.name;
-    if (fs::exists(run_dir / "config.resolved.yaml") && !trained_this_config(run_dir / "config.resolved.yaml", run.config))
+    if (path_exists(run_dir / "config.resolved.yaml", kCannotRead) &&
+        !trained_this_config(run_dir / "config.resolved.yaml", run.config))
       throw Error("run directory '" + run_dir.string() + "' was trained with another config than this grid's run '" +
                   run.name + "'; move it away first");
   }
@@ -131,7 +138,7 @@ void prepare_sweep_directory(const std::string& dir, const SweepSpec& spec, cons
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options) {
   CANONLAB_CHECK(options.jobs >= 1, "--jobs must be at least 1, got " + std::to_string(options.jobs));
   const std::string& dir = options.out_dir;
-  fs::create_directories(fs::path(dir) / "runs");
+  create_directories_at(fs::path(dir) / "runs", kCannotCreate);
   DirectoryLock lock(dir, ".sweep.lock", "canonlab sweep");
   prepare_sweep_directory(dir, spec, runs, options.force);
 

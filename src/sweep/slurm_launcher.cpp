@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "io/directory_lock.h"
 #include "io/strict_number.h"
 #include "sweep/child_process.h"
@@ -25,21 +26,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Subjects of the errors about the sweep directory: every path below it comes from --out and the run names.
+const std::string kCannotRead = "sweep directory (--out): cannot read";
+const std::string kCannotCreate = "sweep directory (--out): cannot create";
+
 // One more than the highest N of SWEEP_DIR/slurm/submit-N.* (a script whose sbatch failed keeps its number).
 int next_submission_number(const std::string& dir) {
   int highest = 0;
-  const fs::path slurm = fs::path(dir) / "slurm";
-  if (fs::is_directory(slurm))
-    for (const auto& entry : fs::directory_iterator(slurm)) {
-      const std::string stem = entry.path().stem().string();
-      if (stem.starts_with("submit-"))
-        if (auto n = parse_integer<int>(stem.substr(7))) highest = std::max(highest, *n);
-    }
+  for (const fs::path& path : directory_listing(fs::path(dir) / "slurm", kCannotRead)) {
+    const std::string stem = path.stem().string();
+    if (stem.starts_with("submit-"))
+      if (auto n = parse_integer<int>(stem.substr(7))) highest = std::max(highest, *n);
+  }
   return highest + 1;
 }
 
 bool grid_differs(const std::string& dir, const SweepSpec& spec, const std::vector<SweepRun>& runs) {
-  const std::optional<std::string> text = read_text_if_exists((fs::path(dir) / "sweep.json").string());
+  const std::optional<std::string> text = read_text_if_exists(fs::path(dir) / "sweep.json", "sweep manifest");
   if (!text) return false;
   const auto before = nlohmann::json::parse(*text, nullptr, false);
   return before.is_discarded() || sweep_difference(before, make_sweep_manifest(spec, runs)).has_value();
@@ -129,7 +132,8 @@ int submit_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const
   CANONLAB_CHECK(options.settings.runs_per_task >= 1, "--runs-per-task must be at least 1");
 
   // What earlier submissions of this directory still hold in the queue.
-  const std::vector<SlurmSubmission> earlier = fs::is_directory(dir) ? read_submissions(dir) : std::vector<SlurmSubmission>{};
+  const std::vector<SlurmSubmission> earlier =
+      is_directory_at(dir, kCannotRead) ? read_submissions(dir) : std::vector<SlurmSubmission>{};
   std::string why_not;
   std::optional<SlurmQueue> queue = earlier.empty() ? std::optional<SlurmQueue>(SlurmQueue{}) : query_slurm_queue(why_not);
   if (!queue && !options.dry_run)
@@ -159,7 +163,7 @@ int submit_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const
     return 0;
   }
 
-  fs::create_directories(fs::path(dir) / "runs");
+  create_directories_at(fs::path(dir) / "runs", kCannotCreate);
   DirectoryLock lock(dir, ".sweep.lock", "canonlab sweep");
   prepare_sweep_directory(dir, spec, runs, options.force);
   const Selection selection = select_runs(dir, runs, active, /*mark_finished=*/true);
@@ -171,22 +175,23 @@ int submit_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const
   }
   for (const SweepRun* run : selection.todo) {
     const fs::path run_dir = fs::path(dir) / "runs" / run->name;
-    fs::create_directories(run_dir);
+    create_directories_at(run_dir, kCannotCreate);
     const std::string yaml = config_to_yaml(run->config);
-    if (read_text_if_exists((run_dir / "run.yaml").string()) != yaml) write_text_atomic((run_dir / "run.yaml").string(), yaml);
+    if (read_text_if_exists(run_dir / "run.yaml", "run config") != yaml) write_text_atomic((run_dir / "run.yaml").string(), yaml);
   }
   SlurmSubmission submission{next_submission_number(dir), dir, "", options.settings.runs_per_task,
                              group_into_tasks(selection.todo, options.settings.runs_per_task)};
   const std::string script_path = submission_script_path(dir, submission.number);
   const std::string record_path = submission_path(dir, submission.number);
-  fs::create_directories(fs::path(dir) / "slurm" / "logs");
+  create_directories_at(fs::path(dir) / "slurm" / "logs", kCannotCreate);
   write_text_atomic(script_path, make_sbatch_script(script_inputs(spec, options, submission, int(selection.todo.size()))));
   write_submission(record_path, submission);
 
   const CommandResult r = run_command({"sbatch", "--parsable", script_path});
   const std::string answer = trimmed(r.output.substr(0, r.output.find(';')));  // "123" or "123;cluster"
   if (!r.started || !r.exit.ok() || answer.empty() || answer.find_first_not_of("0123456789") != std::string::npos) {
-    fs::remove(record_path);
+    std::error_code ignored;  // the sbatch failure is the error to report; a record without a job id is skipped
+    fs::remove(record_path, ignored);
     const std::string why = !r.started ? "sbatch cannot be run (" + r.errors + "); is this a Slurm login node?"
                                        : "sbatch answered " + r.exit.describe() + ": " + trimmed(r.errors + r.output);
     throw Error("the submission of '" + script_path + "' failed: " + why);

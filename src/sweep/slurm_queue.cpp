@@ -13,6 +13,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/child_process.h"
 
@@ -29,7 +30,7 @@ std::string submission_script_path(const std::string& sweep_dir, int number) {
 }
 
 SlurmSubmission read_submission(const std::string& path) {
-  const std::optional<std::string> text = read_text_if_exists(path);
+  const std::optional<std::string> text = read_text_if_exists(path, "Slurm submission file");
   CANONLAB_CHECK(text, "cannot read Slurm submission file '" + path + "'");
   const auto j = nlohmann::json::parse(*text, nullptr, false);
   auto bad = [&](const std::string& what) {
@@ -73,19 +74,17 @@ void write_submission(const std::string& path, const SlurmSubmission& s) {
   }
   const nlohmann::json j = {{"format", kSlurmSubmissionFormat}, {"sweep_dir", s.sweep_dir}, {"job_id", s.job_id},
                             {"runs_per_task", s.runs_per_task}, {"tasks", tasks}};
-  fs::create_directories(fs::path(path).parent_path());
+  create_directories_at(fs::path(path).parent_path(), "sweep directory (--out): cannot create");
   write_text_atomic(path, j.dump(1) + "\n");
 }
 
 std::vector<SlurmSubmission> read_submissions(const std::string& sweep_dir) {
   std::vector<SlurmSubmission> found;
-  const fs::path dir = fs::path(sweep_dir) / "slurm";
-  if (!fs::is_directory(dir)) return found;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("submit-") || entry.path().extension() != ".json") continue;
-    if (!parse_integer<int>(entry.path().stem().string().substr(7))) continue;
-    SlurmSubmission s = read_submission(entry.path().string());
+  for (const fs::path& path : directory_listing(fs::path(sweep_dir) / "slurm", "sweep directory (--out): cannot read")) {
+    const std::string name = path.filename().string();
+    if (!name.starts_with("submit-") || path.extension() != ".json") continue;
+    if (!parse_integer<int>(path.stem().string().substr(7))) continue;
+    SlurmSubmission s = read_submission(path.string());
     if (!s.job_id.empty()) found.push_back(std::move(s));
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.number < b.number; });

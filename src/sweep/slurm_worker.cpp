@@ -16,6 +16,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/child_process.h"
 #include "sweep/run_attempt.h"
@@ -119,7 +120,7 @@ int run_sweep_task(const std::string& submission_file, int task_index) {
                  "task " + std::to_string(task_index) + " is not in '" + submission_file + "', which has tasks 0-" +
                      std::to_string(submission.tasks.size() - 1));
   const fs::path sweep_dir(submission.sweep_dir);
-  CANONLAB_CHECK(fs::exists(sweep_dir / "sweep.json"),
+  CANONLAB_CHECK(path_exists(sweep_dir / "sweep.json", "'" + submission_file + "': sweep_dir: cannot read"),
                  "'" + sweep_dir.string() + "' (named by '" + submission_file + "') is not a sweep directory: no sweep.json");
   const std::string task_id = slurm_task_id();
   const int restarts = parse_integer<int>(env("SLURM_RESTART_COUNT")).value_or(0);
@@ -141,10 +142,10 @@ int run_sweep_task(const std::string& submission_file, int task_index) {
       say(run.name + ": already finished");
       continue;
     }
-    const std::optional<std::string> run_yaml = read_text_if_exists((fs::path(run_dir) / "run.yaml").string());
+    const std::optional<std::string> run_yaml = read_text_if_exists(fs::path(run_dir) / "run.yaml", "run config");
     if (!run_yaml) {
       failed = true;
-      fs::create_directories(run_dir);
+      create_directories_at(run_dir, "cannot create run directory");
       write_status(run_dir, {{"state", "failed"}, {"error", "run.yaml is missing (the submission writes it)"}});
       say(run.name + ": FAILED: " + run_dir + "/run.yaml is missing");
       continue;

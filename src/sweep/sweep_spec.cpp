@@ -1,6 +1,7 @@
 #include "sweep/sweep_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 
 #include "config/yaml_document.h"
 #include "engine/error.h"
+#include "io/paths.h"
 #include "io/strict_number.h"
 
 namespace canonlab {
@@ -212,8 +214,15 @@ SweepAxis parse_axis(const YAML::Node& node, const SpecReader& reader) {
     for (size_t k = 0; k < axis.keys.size(); k++)
       axis.name += (k ? "+" : "") + (axis.keys[k] == "train.seed" ? "seed" : default_axis_name(axis.keys[k]));
   }
-  if (axis.name.empty() || axis.name.find_first_of("=_/ ") != std::string::npos)
-    reader.fail(node, "axis name '" + axis.name + "' must be non-empty without '=', '_', '/' or spaces");
+  // The name is part of every run's directory name and of the report's file names. A control character is
+  // refused with the rest: a NUL used to pass here and then cut the run's paths short at it, so that the run
+  // directory and runs/ itself were the same path.
+  const bool plain = std::ranges::none_of(axis.name, [](char c) {
+    return c == '=' || c == '_' || c == '/' || c == ' ' || std::iscntrl(static_cast<unsigned char>(c));
+  });
+  if (axis.name.empty() || !plain)
+    reader.fail(node, "axis name '" + printable_path(axis.name) +
+                          "' must be non-empty without '=', '_', '/', spaces or control characters");
   std::set<std::string> seen;
   for (const auto& label : axis.labels)
     if (!seen.insert(label).second)
@@ -337,8 +346,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
   if (root["description"]) spec.description = reader.scalar(root["description"], "description");
   if (!root["base"]) reader.fail(root, "missing base: the config file every run starts from");
   spec.base_path = (fs::path(path).parent_path() / reader.scalar(root["base"], "base")).lexically_normal().string();
-  if (!fs::is_regular_file(spec.base_path))
-    reader.fail(root["base"], "base: cannot read config file '" + spec.base_path + "'");
+  require_regular_file(spec.base_path, reader.where(root["base"]) + ": base: cannot read config file");
   if (const YAML::Node set = root["set"]) {
     if (!set.IsMap()) reader.fail(set, "set: expected a mapping of key paths to values, e.g. task.n_symbols: 8");
     for (auto it = set.begin(); it != set.end(); ++it)

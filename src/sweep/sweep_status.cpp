@@ -12,6 +12,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 
 namespace canonlab {
 
@@ -60,7 +61,7 @@ RunStatus classify_run(const RunEvidence& e) {
 SweepStatus read_sweep_status(const std::string& sweep_dir, const std::optional<SlurmQueue>& queue,
                               const std::string& queue_note) {
   const fs::path dir(sweep_dir);
-  const std::optional<std::string> manifest_text = read_text_if_exists((dir / "sweep.json").string());
+  const std::optional<std::string> manifest_text = read_text_if_exists(dir / "sweep.json", "sweep manifest");
   CANONLAB_CHECK(manifest_text, "'" + sweep_dir + "' is not a sweep directory: it has no sweep.json (`canonlab sweep` "
                                 "writes one when it starts or submits a sweep)");
   const auto manifest = nlohmann::json::parse(*manifest_text, nullptr, false);
@@ -83,10 +84,10 @@ SweepStatus read_sweep_status(const std::string& sweep_dir, const std::optional<
     row.steps = run["config"]["train"]["steps"];
     const fs::path run_dir = dir / "runs" / row.name;
     RunEvidence e;
-    e.has_dir = fs::is_directory(run_dir);
+    e.has_dir = is_directory_at(run_dir, "cannot read run directory");
     e.disk = inspect_run_dir(run_dir.string(), row.steps);
     e.queue_known = queue.has_value();
-    const auto run_status = nlohmann::json::parse(read_text_if_exists((run_dir / "status.json").string()).value_or(""),
+    const auto run_status = nlohmann::json::parse(read_text_if_exists(run_dir / "status.json", "run status").value_or(""),
                                                   nullptr, false);
     std::string slurm_job;
     int restarts = 0;

@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "io/safetensors.h"
 #include "io/strict_number.h"
 
@@ -187,8 +188,8 @@ void prune_checkpoints(const std::string& dir, const std::string& current_stem, 
   // Stems are collected from model and state files alike: a kill between the two removals below (or during a
   // save) leaves one file of a pair, which must still be pruned later.
   std::set<std::string> stems;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
+  for (const fs::path& path : directory_listing(dir, "cannot read checkpoint directory")) {
+    const std::string name = path.filename().string();
     if (name.size() == 31 && name.starts_with("step_") &&
         (name.ends_with(".model.safetensors") || name.ends_with(".state.safetensors")))
       stems.insert(name.substr(0, 13));

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "expect_error.h"
 #include "config/config.h"
 #include "data/cfg_grammar.h"
 #include "data/task.h"
@@ -30,6 +31,7 @@
 
 using namespace canonlab;
 namespace fs = std::filesystem;
+using canonlab::test_support::error_of;
 using canonlab::test_support::run_cli;
 
 namespace {
@@ -51,23 +53,6 @@ std::string read_text(const fs::path& path) {
 }
 
 std::string source_path(const std::string& relative) { return std::string(CANONLAB_SOURCE_DIR) + "/" + relative; }
-
-// The message of the canonlab::Error that `action` throws; fails the test if it throws nothing or something else.
-template <class Action>
-std::string error_of(Action&& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw " << typeid(e).name() << " instead of canonlab::Error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
-#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 RunConfig tiny_config(std::vector<std::string> extra = {}) {
   std::vector<std::string> sets = {"model.d_model=16",  "model.n_heads=2",     "model.n_layers=1", "task.vocab=10",

@@ -274,7 +274,7 @@ TEST(Cli, DebugDumpRefusesEveryMalformedTokenFileNamingIt) {
       {"empty.txt", "holds no sequence", text("\n \n")},
       {"single.txt", "T must be at least 2", text("5\n5\n")},
       {"huge.txt", "at most 65536", text(too_long)},
-      {"missing.txt", "does not exist", nullptr},
+      {"missing.txt", "no such file or directory", nullptr},
       {"corrupt.safetensors", "corrupt", text("not a safetensors file")},
       {"no-tokens.safetensors", "has no tensor 'tokens'", tensors({{}, {1, 2}, {}, {1, 2}})},
       {"rank1.safetensors", "'tokens' has shape (4); it must be (B, T)", tensors({{0, 1, 2, 3}, {}, {}, {4}})},

@@ -19,6 +19,7 @@
 
 #include "engine/error.h"
 #include "report/report.h"
+#include "report/report_doc.h"
 #include "report/svg.h"
 
 namespace fs = std::filesystem;
@@ -326,6 +327,47 @@ TEST(Report, HtmlIsSelfContainedAndBalanced) {
   EXPECT_EQ(rest.find("http"), std::string::npos);
   expect_contains(doc.html, "<td class=\"num failed\">failed</td>");
   expect_contains(doc.html, "<td class=\"num\"><strong>96.2%</strong></td>");
+}
+
+// Issue 25: report.md took text from the sweep as written, so a description with "<script>" was raw HTML for a
+// Markdown viewer while report.html escaped it. Markdown keeps the `code` and **bold** marks and nothing else:
+// no raw HTML, no links or images, no escapes of the text's own, and code spans where the HTML has them.
+TEST(Report, MarkdownShowsSweepTextLiterally) {
+  doc::Document d;
+  d.paragraph("<script>alert(1)</script> [x](javascript:alert(1)) ![i](x.svg) <http://e.org> &lt;b&gt; B < A & C");
+  d.paragraph("\\`<img src=x onerror=alert(1)>` and `a``b` and ``<b> and `x\n\n<i>` and `open <u>");
+  d.bullets({"<em>item</em>"});
+  d.heading(2, "<h1>x</h1>");
+  d.table({{"<th>"}, {false}, {{doc::Cell("<td>|`<td>`", true)}}});
+  d.figures({{"f.svg", "", "<b>caption</b> `<code>`"}});
+  const std::string md = d.markdown();
+  expect_contains(md, "&lt;script>alert(1)&lt;/script> \\[x](javascript:alert(1)) !\\[i](x.svg) &lt;http://e.org> "
+                      "&amp;lt;b&amp;gt; B < A & C\n");
+  expect_contains(md, "\\\\`<img src=x onerror=alert(1)>` and `ab` and &lt;b> and `x  <i>` and `open <u>`\n");
+  expect_contains(md, "- &lt;em>item&lt;/em>\n");
+  expect_contains(md, "## &lt;h1>x&lt;/h1>\n");
+  expect_contains(md, "| &lt;th> |\n|---|\n| **&lt;td>\\|`<td>`** |\n");
+  expect_contains(md, "*&lt;b>caption&lt;/b> `<code>`*");
+  // Outside code spans no '<' opens a tag; the HTML rendering of the same text is escaped throughout.
+  std::string outside_code;
+  bool in_code = false;
+  for (char c : md) {
+    if (c == '`') in_code = !in_code;
+    else if (!in_code) outside_code += c;
+  }
+  for (const char* tag : {"<script", "<img", "<http", "<em", "<h1", "<th", "<td", "<b", "<i", "<u"})
+    EXPECT_EQ(outside_code.find(tag), std::string::npos) << tag << " in\n" << md;
+  EXPECT_EQ(d.html("t").find("<script"), std::string::npos);
+
+  // End to end: the sweep's description.
+  const fs::path dir = nine_seed_sweep();
+  json manifest = json::parse(read(dir / "sweep.json"));
+  manifest["description"] = "<script>alert(1)</script>";
+  write(dir / "sweep.json", manifest.dump());
+  const ReportDocument built = build(dir);
+  EXPECT_EQ(built.markdown.find("<script"), std::string::npos);
+  expect_contains(built.markdown, "&lt;script>alert(1)&lt;/script>");
+  EXPECT_EQ(built.html.find("<script"), std::string::npos);
 }
 
 TEST(Report, WritesFilesAndTheCliRunsEndToEnd) {

@@ -146,5 +146,26 @@ TEST(TextShards, DamageIsRefusedWithTheFileNamed) {
   EXPECT_NE(error_of([&] { split.read(195, window); }).find("outside the vocabulary"), std::string::npos);
 }
 
+// Issue 25: a shard of another tokenizer with the same vocabulary size and token width used to be reported as
+// "another tokenizer (vocabulary 300, 2 bytes per token) than the manifest's (vocabulary 300, 2)": both sides equal.
+// The message names the field that differs, with both values, and only that field.
+TEST(TextShards, ATokenizerMismatchShowsBothDifferingValues) {
+  const std::string dir = fresh_dir("shards_foreign");
+  ShardWriter writer(dir, "train", header(300), 1000);
+  writer.append(iota_tokens(400, 300));
+  const std::vector<ShardFile> shards = writer.finish();
+  ShardHeader foreign = header(300);
+  foreign.tokenizer_hash = 0xfedcba9876543210ULL;
+  const std::string message = error_of([&] { ShardedTokens s(dir, shards, foreign); });
+  EXPECT_NE(message.find("tokenizer XXH64 0123456789abcdef, the manifest's fedcba9876543210"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("vocabulary"), std::string::npos) << message;
+  foreign.vocab_size = 70000;
+  foreign.token_bytes = 4;
+  const std::string all = error_of([&] { ShardedTokens s(dir, shards, foreign); });
+  EXPECT_NE(all.find("; vocabulary 300, the manifest's 70000; bytes per token 2, the manifest's 4"), std::string::npos)
+      << all;
+}
+
 }  // namespace
 }  // namespace canonlab

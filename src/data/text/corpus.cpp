@@ -11,6 +11,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "io/paths.h"
 
 namespace canonlab {
 namespace {
@@ -37,13 +38,14 @@ std::vector<std::string> files_under(const std::string& dir) {
 }
 
 std::vector<std::string> expand_one(const std::string& input) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(input, ec);
-  if (fs::is_directory(st)) return files_under(input);
-  if (fs::is_regular_file(st)) return {input};
-  if (fs::exists(st))
-    throw Error("--input: '" + input + "' is not a regular file or a directory (a device, pipe or socket); allowed: "
-                "a file, a directory or a glob pattern");
+  // A path that cannot be examined (too long, no permission) is named with the reason, not called missing.
+  const PathStatus st = path_status(input);
+  if (!st.examined()) throw path_error("--input: cannot read", input, st.problem);
+  if (st.is_directory()) return files_under(input);
+  if (st.is_regular_file()) return {input};
+  if (st.exists())
+    throw Error("--input: '" + input + "' is " + st.kind() + ", not a regular file or a directory; allowed: a file, a "
+                "directory or a glob pattern");
   if (!is_pattern(input))
     throw Error("--input: '" + input + "' does not exist; allowed: a file, a directory or a glob pattern");
   glob_t matches{};
@@ -56,6 +58,7 @@ std::vector<std::string> expand_one(const std::string& input) {
   if (rc != 0 || paths.empty()) throw Error("--input: the pattern '" + input + "' matches nothing");
   std::ranges::sort(paths);
   std::vector<std::string> files;
+  std::error_code ec;
   for (const std::string& p : paths) {
     std::vector<std::string> more = fs::is_directory(p, ec) ? files_under(p) : std::vector<std::string>{p};
     for (std::string& f : more)

@@ -13,12 +13,6 @@ constexpr uint64_t kMaxManifestBytes = uint64_t(16) << 20;
 constexpr int kMaxManifestDepth = 8;  // top object, splits, a split, its shards, a shard: 4 deep
 constexpr int64_t kMaxVocab = int64_t(1) << 24;  // model.vocab_size's bound (config/schema.cpp)
 
-std::string hex64(uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 nlohmann::json split_json(const SplitCounts& s) {
   nlohmann::json shards = nlohmann::json::array();
   for (const ShardFile& f : s.shards) shards.push_back({{"file", f.name}, {"tokens", f.tokens}});
@@ -103,7 +97,7 @@ std::string manifest_to_json(const Manifest& m) {
   j["version"] = kManifestVersion;
   j["tokenizer"] = {{"name", m.tokenizer},
                     {"file", m.tokenizer_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.tokenizer_file)},
-                    {"xxh64", hex64(m.tokenizer_hash)},
+                    {"xxh64", tokenizer_hash_text(m.tokenizer_hash)},
                     {"vocab_size", m.vocab_size},
                     {"eod_id", m.eod_id < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.eod_id)}};
   j["dtype"] = m.token_bytes == 2 ? "uint16" : "uint32";

@@ -36,7 +36,26 @@ std::string shard_name(const std::string& split, size_t index) {
   return name;
 }
 
+// What a shard's header says about its tokenizer where it differs from the manifest ("tokenizer XXH64 ...,
+// the manifest's ..."): every field is named with both values, so the message never shows two equal sides.
+std::string tokenizer_difference(const ShardHeader& shard, const ShardHeader& manifest) {
+  std::string out;
+  auto differs = [&](const std::string& what, const std::string& mine, const std::string& theirs) {
+    if (mine != theirs) out += (out.empty() ? "" : "; ") + what + " " + mine + ", the manifest's " + theirs;
+  };
+  differs("tokenizer XXH64", tokenizer_hash_text(shard.tokenizer_hash), tokenizer_hash_text(manifest.tokenizer_hash));
+  differs("vocabulary", std::to_string(shard.vocab_size), std::to_string(manifest.vocab_size));
+  differs("bytes per token", std::to_string(shard.token_bytes), std::to_string(manifest.token_bytes));
+  return out;
+}
+
 }  // namespace
+
+std::string tokenizer_hash_text(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
 
 std::vector<std::byte> encode_shard_header(const ShardHeader& h) {
   std::vector<std::byte> out(kShardHeaderBytes, std::byte{0});
@@ -163,11 +182,8 @@ ShardedTokens::ShardedTokens(const std::string& dir, const std::vector<ShardFile
     const std::string bad = "token shard '" + path + "' does not belong to " + dir + "/manifest.json: ";
     CANONLAB_CHECK(h.tokens == shard.tokens, bad + "its header holds " + std::to_string(h.tokens) +
                                                  " tokens, the manifest " + std::to_string(shard.tokens));
-    CANONLAB_CHECK(h.token_bytes == expected.token_bytes && h.vocab_size == expected.vocab_size &&
-                       h.tokenizer_hash == expected.tokenizer_hash,
-                   bad + "its header names another tokenizer (vocabulary " + std::to_string(h.vocab_size) + ", " +
-                       std::to_string(h.token_bytes) + " bytes per token) than the manifest's (vocabulary " +
-                       std::to_string(expected.vocab_size) + ", " + std::to_string(expected.token_bytes) + ")");
+    const std::string difference = tokenizer_difference(h, expected);
+    CANONLAB_CHECK(difference.empty(), bad + "its header names another tokenizer than the manifest: " + difference);
     const uint64_t want = kShardHeaderBytes + h.tokens * h.token_bytes;
     CANONLAB_CHECK(file->bytes().size() == want, "token shard '" + path + "' is damaged: it has " +
                                                      std::to_string(file->bytes().size()) + " bytes, its header says " +

@@ -31,6 +31,9 @@ struct ShardHeader {
   uint32_t vocab_size = 0;
 };
 
+// A tokenizer hash as the manifest writes it and messages show it: 16 lowercase hex digits.
+std::string tokenizer_hash_text(uint64_t hash);
+
 std::vector<std::byte> encode_shard_header(const ShardHeader& header);
 // Parses and checks magic, version and token width; errors name `path`.
 ShardHeader decode_shard_header(std::span<const std::byte> bytes, const std::string& path);
