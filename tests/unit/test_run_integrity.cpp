@@ -1,5 +1,6 @@
 // Regression tests for the reliability audit of issue 25, each reproducing a finding that used to lose data or change
 // results without a word:
+// F2  a resume took the optimizer state of another run;
 // F10 a dead writer's temp file stayed forever once its pid was in use again.
 
 #include <gtest/gtest.h>
@@ -19,6 +20,65 @@
 
 using namespace canonlab;
 using namespace canonlab::test_support;
+
+namespace {
+
+// A run of tiny_config rolled back to its step-6 checkpoint (as an interruption between the saves of steps 6 and 8
+// leaves it), and the state file of the same step of a run with another seed, for a resume to be offered.
+struct InterruptedRun {
+  RunConfig cfg = tiny_config();
+  std::string dir, model, state, foreign_state;
+};
+InterruptedRun interrupted_run_and_another(const std::string& name) {
+  InterruptedRun r;
+  r.dir = temp_dir(name);
+  const std::string other = temp_dir(name + "_other");
+  train_quietly(r.cfg, r.dir);
+  train_quietly(tiny_config({"train.seed=7"}), other);
+  const fs::path ckpts = fs::path(r.dir) / "checkpoints";
+  fs::remove(ckpts / "step_00000008.model.safetensors");
+  fs::remove(ckpts / "step_00000008.state.safetensors");
+  write_text(ckpts / "latest.json", R"({"step": 6, "model": "step_00000006.model.safetensors", "state": "step_00000006.state.safetensors"})");
+  r.model = (ckpts / "step_00000006.model.safetensors").string();
+  r.state = (ckpts / "step_00000006.state.safetensors").string();
+  r.foreign_state = other + "/checkpoints/step_00000006.state.safetensors";
+  return r;
+}
+
+}  // namespace
+
+// F2. Another run's state file of the same shapes, put beside this run's model file, was resumed from without a
+// word, and the final model silently differed from the run's own.
+TEST(RunIntegrity, ResumeRefusesTheStateFileOfAnotherRun) {
+  const InterruptedRun run = interrupted_run_and_another("f2");
+  fs::copy_file(run.foreign_state, run.state, fs::copy_options::overwrite_existing);
+  const std::string message = error_of([&] { train_quietly(run.cfg, run.dir, /*resume=*/true); });
+  EXPECT_CONTAINS(message, "checkpoint '" + run.state + "' does not belong to '" + run.model +
+                               "': it was saved with a model file whose data checksum is ");
+  EXPECT_CONTAINS(message, "resume needs the model and state files of one save");
+}
+
+// F2. A state file of format 2 does not name its model file: it must at least have been saved with the model file's
+// config, and a resume from it says that it was matched by config and step only.
+TEST(RunIntegrity, StateFilesOfFormat2AreMatchedByConfig) {
+  const InterruptedRun run = interrupted_run_and_another("f2_format2");
+  const std::map<std::string, std::optional<std::string>> as_format_2 = {{"canonlab.format_version", "2"},
+                                                                         {"canonlab.model_data_checksum", std::nullopt}};
+  const std::string own = read_text(run.state);
+  fs::copy_file(run.foreign_state, run.state, fs::copy_options::overwrite_existing);
+  rewrite_checkpoint(run.state, as_format_2);
+  EXPECT_CONTAINS(error_of([&] { train_quietly(run.cfg, run.dir, /*resume=*/true); }),
+                  "checkpoint '" + run.state + "' does not belong to '" + run.model +
+                      "': they were saved with different configs");
+
+  write_text(run.state, own);
+  rewrite_checkpoint(run.state, as_format_2);
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(train_quietly(run.cfg, run.dir, /*resume=*/true));
+  EXPECT_CONTAINS(testing::internal::GetCapturedStderr(),
+                  "warning: checkpoint '" + run.state + "' is format version 2, which does not record the model file "
+                  "it belongs to; it was matched to '" + run.model + "' by config and step only\n");
+}
 
 // F10. A writer killed mid-checkpoint leaves <file>.tmp.<its pid>...; when a live process held that pid again at the
 // next start (after a kill and a quick rerun), the file was kept forever. The reuse is simulated by giving the dead
