@@ -82,14 +82,29 @@ std::string save_model(const std::string& path, const RunConfig& cfg, const Para
 SafetensorsFile read_checkpoint_file(const std::string& path) {
   SafetensorsFile f = read_safetensors(path);
   const auto version = f.metadata.find(kFormatVersionKey);
-  if (version == f.metadata.end()) return f;  // written by another tool (e.g. PyTorch): nothing more to check
+  if (version == f.metadata.end()) {
+    // Written by another tool (PyTorch's save_file, say): loadable, but what it lacks cannot vouch for it.
+    std::string lacks = f.checksum_verified ? "" : "no data checksum";
+    if (!f.header_checksum_verified) lacks += std::string(lacks.empty() ? "" : " and ") + "no header checksum";
+    if (!lacks.empty())
+      warn("checkpoint '" + path + "' has no " + kFormatVersionKey + " (not written by canonlab?) and " + lacks +
+           ": its contents cannot be verified");
+    return f;
+  }
   const std::string& v = version->second;
   CANONLAB_CHECK(v == "1" || v == "2" || v == "3", "checkpoint '" + path + "' has format version '" + v +
                                                        "'; this canonlab reads versions 1, 2 and 3 (docs/checkpoint-format.md)");
+  // canonlab has always written the data checksum: a file of its format without one was edited, and its weights
+  // (a flipped bit, a changed value) would load unnoticed.
+  CANONLAB_CHECK(f.checksum_verified, "checkpoint '" + path + "' is corrupt: format version " + v +
+                                          " requires the data checksum " + kChecksumKey + ", which is missing");
   // Version 1 files predate the header checksum; from version 2 on it must be there and match.
   CANONLAB_CHECK(v == "1" || f.header_checksum_verified, "checkpoint '" + path + "' is corrupt: format version " + v +
                                                              " requires the header checksum " + kHeaderChecksumKey +
                                                              ", which is missing");
+  if (v == "1")
+    warn("checkpoint '" + path + "' is format version 1, whose header carries no checksum: its config, step and "
+         "tensor names and shapes cannot be verified (its data checksum was)");
   return f;
 }
 

@@ -23,8 +23,9 @@ struct TrainingCursor {
 // Writes the model weights with the resolved config in the metadata ("canonlab.config"). Returns the file's data
 // checksum, which the state file saved with it records.
 std::string save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step);
-// Reads and validates a checkpoint file (safetensors structure and both checksums; from format 2 on a file must carry
-// the header checksum, so its metadata is covered too).
+// Reads and validates a checkpoint file (safetensors structure and both checksums). A canonlab file must carry the
+// data checksum, from format 2 on the header checksum too (so its metadata is covered); format 1, and a file of
+// another tool without both checksums, are read with a warning on stderr saying what could not be verified.
 SafetensorsFile read_checkpoint_file(const std::string& path);
 // Reads the resolved config stored in a model checkpoint.
 RunConfig read_model_config(const std::string& path);

@@ -1,6 +1,7 @@
 // Regression tests for the reliability audit of issue 25, each reproducing a finding that used to lose data or change
 // results without a word:
 // F2  a resume took the optimizer state of another run;
+// F9  a checkpoint without its data checksum (or of format 1) was read silently;
 // F10 a dead writer's temp file stayed forever once its pid was in use again.
 
 #include <gtest/gtest.h>
@@ -45,6 +46,31 @@ InterruptedRun interrupted_run_and_another(const std::string& name) {
   return r;
 }
 
+// The final model file of a tiny run trained in a directory of its own.
+std::string trained_model_file(const std::string& name) {
+  const std::string run = temp_dir(name);
+  train_quietly(tiny_config(), run);
+  return latest_model_path(run + "/checkpoints");
+}
+
+// Removes the metadata entry "key":"value" (a value without quotes in it) from a compact safetensors header.
+void erase_entry(std::string& header, const std::string& key) {
+  const size_t at = header.find("\"" + key + "\":\"");
+  ASSERT_NE(at, std::string::npos) << key;
+  const size_t end = header.find('"', at + key.size() + 4) + 1;
+  header.erase(at, end - at + (header[end] == ',' ? 1 : 0));
+}
+
+// Recomputes canonlab.header_checksum after an edit, as anyone editing a checkpoint by hand can.
+void reseal(std::string& header) {
+  const std::string key = std::string("\"") + kHeaderChecksumKey + "\":\"";
+  const size_t at = header.find(key) + key.size();
+  header.replace(at, 16, "0000000000000000");
+  char digits[17];
+  std::snprintf(digits, sizeof digits, "%016llx", (unsigned long long)xxh64(std::as_bytes(std::span(header))));
+  header.replace(at, 16, digits);
+}
+
 }  // namespace
 
 // F2. Another run's state file of the same shapes, put beside this run's model file, was resumed from without a
@@ -78,6 +104,50 @@ TEST(RunIntegrity, StateFilesOfFormat2AreMatchedByConfig) {
   EXPECT_CONTAINS(testing::internal::GetCapturedStderr(),
                   "warning: checkpoint '" + run.state + "' is format version 2, which does not record the model file "
                   "it belongs to; it was matched to '" + run.model + "' by config and step only\n");
+}
+
+// F9. A format-2 (now 3) checkpoint did not have to carry the data checksum: a weight changed by hand, with the
+// checksum entries removed and the header checksum redone, was evaluated without a word.
+TEST(RunIntegrity, CheckpointWithoutItsDataChecksumIsRefused) {
+  const std::string model = trained_model_file("f9");
+  RawFile f = split_file(model);
+  erase_entry(f.header, kChecksumAlgoKey);
+  erase_entry(f.header, kChecksumKey);
+  reseal(f.header);
+  f.data[0] = char(f.data[0] ^ 1);  // the lowest mantissa bit of the first weight: still finite
+  join_file(model, f);
+  ASSERT_FALSE(read_safetensors(model).checksum_verified);
+  ASSERT_TRUE(read_safetensors(model).header_checksum_verified);
+
+  const CliResult r = run_cli("eval " + model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "error: checkpoint '" + model + "' is corrupt: format version 3 requires the data "
+                            "checksum canonlab.data_checksum, which is missing");
+}
+
+// F9. Format 1 (no header checksum) and files that do not say their format are still read, but never silently.
+TEST(RunIntegrity, UnverifiableCheckpointsAreReadWithAWarning) {
+  const std::string model = trained_model_file("f9_old");
+  RawFile f = split_file(model);
+  erase_entry(f.header, kHeaderChecksumKey);
+  const size_t version = f.header.find("\"canonlab.format_version\":\"3\"");
+  ASSERT_NE(version, std::string::npos) << f.header.substr(0, 400);
+  f.header[version + 27] = '1';
+  join_file(model, f);
+  CliResult r = run_cli("eval " + model);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "warning: checkpoint '" + model + "' is format version 1, whose header carries no "
+                            "checksum: its config, step and tensor names and shapes cannot be verified (its data "
+                            "checksum was)\n");
+
+  erase_entry(f.header, "canonlab.format_version");
+  erase_entry(f.header, kChecksumAlgoKey);
+  erase_entry(f.header, kChecksumKey);
+  join_file(model, f);
+  r = run_cli("eval " + model);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "warning: checkpoint '" + model + "' has no canonlab.format_version (not written by "
+                            "canonlab?) and no data checksum and no header checksum: its contents cannot be verified\n");
 }
 
 // F10. A writer killed mid-checkpoint leaves <file>.tmp.<its pid>...; when a live process held that pid again at the
