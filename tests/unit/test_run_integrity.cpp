@@ -1,5 +1,6 @@
 // Regression tests for the reliability audit of issue 25, each reproducing a finding that used to lose data or change
 // results without a word:
+// F1  a fresh `canonlab train` replaced a finished run kept without checkpoints/;
 // F2  a resume took the optimizer state of another run;
 // F9  a checkpoint without its data checksum (or of format 1) was read silently;
 // F10 a dead writer's temp file stayed forever once its pid was in use again.
@@ -18,11 +19,33 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/run_directory.h"
 
 using namespace canonlab;
 using namespace canonlab::test_support;
 
 namespace {
+
+// Path relative to root -> content of every file below it; equal snapshots mean nothing was changed. The lock file
+// records the pid of whoever last held it.
+std::map<std::string, std::string> files_under(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file() && e.path().filename() != ".train.lock")
+      files[fs::relative(e.path(), root).string()] = read_text(e.path());
+  return files;
+}
+
+// The tiny run as a config file, for the command line.
+std::string write_config(const std::string& dir, const std::vector<std::string>& sets = {}) {
+  const std::string path = dir + "/ok.yaml";
+  write_text(path, config_to_yaml(tiny_config(sets)));
+  return path;
+}
+
+CliResult train_cli(const std::string& config, const std::string& run, const std::string& extra = "") {
+  return run_cli("train " + config + " --quiet --out " + run + (extra.empty() ? "" : " " + extra));
+}
 
 // A run of tiny_config rolled back to its step-6 checkpoint (as an interruption between the saves of steps 6 and 8
 // leaves it), and the state file of the same step of a run with another seed, for a resume to be offered.
@@ -72,6 +95,74 @@ void reseal(std::string& header) {
 }
 
 }  // namespace
+
+// F1. `cp -r RUN x; rm -rf x/checkpoints; canonlab train ok.yaml --out x --set train.seed=7` replaced x's summary,
+// metrics and config and exited 0.
+TEST(RunIntegrity, FreshTrainRefusesADirectoryThatHoldsARun) {
+  const std::string dir = temp_dir("f1");
+  const std::string config = write_config(dir), run = dir + "/x";
+  ASSERT_EQ(train_cli(config, run).exit_code, 0);
+  fs::remove_all(run + "/checkpoints");
+  const auto before = files_under(run);
+
+  CliResult r = train_cli(config, run, "--set train.seed=7");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "error: '" + run + "' already holds a run (summary.json, metrics.jsonl, metrics.csv); a new "
+                            "run there would replace it, so nothing was changed. It has no checkpoint to continue from: "
+                            "choose another --out, or pass --force to move its files to '" + run + "/superseded/<time>/' "
+                            "and train afresh");
+  EXPECT_EQ(files_under(run), before);
+
+  // A run that has its checkpoints is pointed to --resume.
+  const std::string other = dir + "/y";
+  ASSERT_EQ(train_cli(config, other).exit_code, 0);
+  r = train_cli(config, other);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "already holds a run (summary.json, metrics.jsonl, metrics.csv, checkpoints/); a new run "
+                            "there would replace it, so nothing was changed. Continue it with --resume, choose another --out,");
+}
+
+// F1. --force keeps the earlier run whole under RUN/superseded/<time>/ and trains afresh; with --resume it is refused.
+TEST(RunIntegrity, ForceMovesTheEarlierRunAside) {
+  const std::string dir = temp_dir("f1_force");
+  const std::string config = write_config(dir), run = dir + "/x";
+  ASSERT_EQ(train_cli(config, run).exit_code, 0);
+  const auto before = files_under(run);
+
+  CliResult r = train_cli(config, run, "--force --resume");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "error: --resume continues the run in '" + run + "' and --force starts a new one there "
+                            "(moving the earlier run aside); pass one of them");
+  EXPECT_EQ(files_under(run), before);
+
+  r = train_cli(config, run, "--force --set train.seed=7");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "--force: moved the earlier run's summary.json, metrics.jsonl, metrics.csv, "
+                            "config.resolved.yaml, checkpoints from '" + run + "' to '" + run + "/superseded/");
+  std::vector<fs::path> aside;
+  for (const auto& e : fs::directory_iterator(run + "/superseded")) aside.push_back(e.path());
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(files_under(aside[0]), before) << "the earlier run must be kept byte for byte";
+  EXPECT_EQ(load_config(run + "/config.resolved.yaml", {}).train.seed, 7u);
+  EXPECT_TRUE(fs::exists(run + "/summary.json"));
+}
+
+// F1. What an attempt that ended before recording anything leaves (its config, empty metrics files, the step-0
+// files of a first save cut short before latest.json) and a sweep's own files are no run: no --force needed there.
+TEST(RunIntegrity, LeftoversWithoutResultsAreNoRun) {
+  const std::string run = temp_dir("f1_leftovers");
+  fs::create_directories(run + "/checkpoints");
+  write_text(run + "/checkpoints/step_00000000.model.safetensors", "partial");
+  write_text(run + "/config.resolved.yaml", "model: {}\n");
+  write_text(run + "/metrics.jsonl", "");
+  write_text(run + "/metrics.csv", "step,split,loss,lr,grad_norm,copy_acc,tokens_per_s,elapsed_s\n");
+  for (const char* sweep_file : {"run.yaml", "status.json", "train.log"}) write_text(run + "/" + sweep_file, "{}");
+  EXPECT_TRUE(earlier_run_results(run).empty());
+  ASSERT_NO_THROW(train_quietly(tiny_config(), run));
+  EXPECT_FALSE(fs::exists(run + "/superseded"));
+  EXPECT_EQ(earlier_run_results(run),
+            (std::vector<std::string>{"summary.json", "metrics.jsonl", "metrics.csv", "checkpoints/"}));
+}
 
 // F2. Another run's state file of the same shapes, put beside this run's model file, was resumed from without a
 // word, and the final model silently differed from the run's own.
