@@ -1,4 +1,4 @@
-// canonlab train CONFIG [--set k=v]... [--out DIR] [--resume] [--quiet] [--dry-run]
+// canonlab train CONFIG [--set k=v]... [--out DIR] [--resume | --force] [--quiet] [--dry-run]
 // Before anything is allocated the run's memory is estimated (train/resource_estimate.h) and a run that would not
 // fit is refused; --dry-run prints the estimate (memory, parameters, FLOPs, time) and stops there.
 // Started by mpirun / srun --mpi=pmix with N ranks, each process trains its share of every batch
@@ -23,7 +23,7 @@ namespace {
 struct TrainArgs {
   std::string config_path, out;
   std::vector<std::string> sets;
-  bool resume = false, quiet = false, dry_run = false, int8 = false;
+  bool resume = false, quiet = false, dry_run = false, int8 = false, force = false;
 };
 
 int run_train(const TrainArgs& a) {
@@ -43,6 +43,7 @@ int run_train(const TrainArgs& a) {
   TrainOptions opt;
   opt.out_dir = a.out.empty() ? "runs/" + std::filesystem::path(a.config_path).stem().string() : a.out;
   opt.resume = a.resume;
+  opt.force = a.force;
   opt.progress = !a.quiet;
   const LaunchEnvironment launch = detect_launch_environment();
   const std::unique_ptr<Communicator> comm = make_communicator(launch, cfg.train.device);
@@ -82,6 +83,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--set", a->sets, "Override a config key: --set model.canon.set=ABCD (repeatable)");
   sub->add_option("--out", a->out, "Run directory (default runs/<config name>)");
   sub->add_flag("--resume", a->resume, "Continue bit-exactly from the run directory's latest checkpoint");
+  sub->add_flag("--force", a->force,
+                "Train afresh where a run already is, moving its files to RUN_DIR/superseded/<time>/ (without it "
+                "such a directory is refused)");
   sub->add_flag("--quiet", a->quiet, "No progress bar");
   sub->add_flag("--int8", a->int8, "Refused: int8 is for eval and generate (post-training quantization)");
   sub->add_flag("--dry-run", a->dry_run,

@@ -29,14 +29,55 @@ std::string directory_of(const std::string& path) {
   return dir.empty() ? "." : dir;
 }
 
+// When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat); nothing when that cannot be
+// read (no such process, no /proc). A pid and this time name one process: pids are reused, start times are not.
+std::optional<uint64_t> process_start_time(long pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];  // the line is a few hundred bytes; the command name in it at most 64
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  // Field 2, the command name, is in parentheses and may hold spaces and ')' itself: count from the last ')'.
+  const std::string_view stat(buf, size_t(n));
+  size_t at = stat.rfind(')');
+  if (at == std::string_view::npos) return std::nullopt;
+  for (int field = 2; field < 22; field++) {
+    at = stat.find(' ', at + 1);
+    if (at == std::string_view::npos) return std::nullopt;
+  }
+  const std::string_view rest = stat.substr(at + 1);
+  return parse_integer<uint64_t>(rest.substr(0, rest.find(' ')));
+}
+
+// What follows ".tmp." in this process's temp files: "<pid>.<start time>", or "<pid>" without /proc.
+std::string temp_owner() {
+  const long pid = ::getpid();
+  const std::optional<uint64_t> start = process_start_time(pid);
+  return std::to_string(pid) + (start ? "." + std::to_string(*start) : "");
+}
+
+// Whether the writer of a temp file named with `pid` and `start` is gone. The pid alone cannot tell once another
+// process holds it again (after a kill and a quick restart it may well: a sweep's next child), and such a file was
+// kept forever; with the start time, a live process of that pid that started at another time is not the writer.
+bool writer_is_gone(long pid, std::optional<uint64_t> start) {
+  if (start) {
+    if (const std::optional<uint64_t> now = process_start_time(pid)) return *now != *start;
+  }
+  // No start time to compare (a file of an earlier canonlab, or /proc/PID hidden from us): kill(pid, 0) probes
+  // without signalling, and only ESRCH (no such process) says the writer is gone.
+  return ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
     : path_(std::move(path)), options_(std::move(options)) {
   CANONLAB_CHECK(!path_.empty(), "cannot write a file with an empty path");
-  temp_path_ = path_ + ".tmp." + std::to_string(::getpid());
-  // No O_EXCL: a stale temp file with our pid can only come from a dead process (pids are reused), so
-  // truncating it is safe and the write must not fail because of it.
+  temp_path_ = path_ + ".tmp." + temp_owner();
+  // No O_EXCL: a temp file of this name can only be left by an earlier writer of this process that failed to remove
+  // it, so truncating it is safe and the write must not fail because of it.
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     int err = errno;
@@ -158,10 +199,13 @@ int remove_stale_temp_files(const std::string& dir) {
     const std::string name = it->path().filename().string();
     const size_t tmp = name.rfind(".tmp.");
     if (tmp == std::string::npos || tmp == 0) continue;
-    const std::optional<long> pid = parse_integer<long>(std::string_view(name).substr(tmp + 5));
-    if (!pid || *pid <= 0 || *pid == ::getpid()) continue;
-    // kill(pid, 0) probes without signalling; ESRCH means no such process, so the writer is gone.
-    if (::kill(pid_t(*pid), 0) == 0 || errno != ESRCH) continue;
+    // "<pid>.<start time>" (or "<pid>" alone, from an earlier canonlab); anything else is not an atomic write's.
+    const std::string_view owner = std::string_view(name).substr(tmp + 5);
+    const size_t dot = owner.find('.');
+    const std::optional<long> pid = parse_integer<long>(owner.substr(0, dot));
+    const std::optional<uint64_t> start =
+        dot == std::string_view::npos ? std::nullopt : parse_integer<uint64_t>(owner.substr(dot + 1));
+    if (!pid || *pid <= 0 || (dot != std::string_view::npos && !start) || !writer_is_gone(*pid, start)) continue;
     std::error_code remove_ec;
     if (fs::remove(it->path(), remove_ec)) removed++;
   }

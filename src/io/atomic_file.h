@@ -3,12 +3,13 @@
 //
 // A checkpoint that is being overwritten must never be left half-written: a run killed mid-save (OOM, a
 // pre-empted job, Ctrl-C) would otherwise destroy the only copy it could resume from. So a write goes to
-// `<path>.tmp.<pid>` in the same directory (rename is atomic only within one filesystem), is fsync'ed, renamed
+// `<path>.tmp.<pid>.<start>` in the same directory (rename is atomic only within one filesystem), is fsync'ed, renamed
 // over the target and the directory is fsync'ed so the rename itself survives a power cut. A reader of `path`
 // therefore sees either the complete old file or the complete new one.
 //
 // Limits: one writer per target path at a time. A temp file left by a killed writer never affects `path`; it is
-// removed by remove_stale_temp_files (called when a run starts), or truncated by a later write under the same pid.
+// removed by remove_stale_temp_files (called when a run starts). <start> is when the writing process started
+// (field 22 of /proc/<pid>/stat): with the pid it names one process, even after the pid is reused.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -25,7 +26,7 @@ struct AtomicWriteOptions {
   std::function<void(uint64_t bytes_written)> after_write;
 };
 
-// Streams a file to `<path>.tmp.<pid>` and publishes it with commit(). If the writer is destroyed without a
+// Streams a file to `<path>.tmp.<pid>.<start>` and publishes it with commit(). If the writer is destroyed without a
 // successful commit() (an exception while producing the data, an I/O error), the temp file is removed and
 // `path` is untouched. Every failure throws canonlab::Error naming the path and the errno text.
 class AtomicFileWriter {
@@ -63,9 +64,11 @@ inline void write_text_atomic(const std::string& path, const std::string& text) 
   write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
-// Removes the `<name>.tmp.<pid>` files in dir (not recursively) whose writer process no longer exists: what a
-// writer killed mid-write leaves behind. Files of live processes are kept, so this is safe while another process
-// writes there (a sweep writing a run's status.json). Returns how many were removed.
+// Removes the `<name>.tmp.<pid>.<start>` files in dir (not recursively) whose writer process no longer exists: what
+// a writer killed mid-write leaves behind. A writer is gone when no process has its pid, or when the process that
+// has it now started at another time than <start> (pids are reused). Files of live writers are kept, so this is safe
+// while another process writes there (a sweep writing a run's status.json). `<name>.tmp.<pid>` files, of canonlab
+// before the start time was added, go only when no process has that pid. Returns how many were removed.
 int remove_stale_temp_files(const std::string& dir);
 
 // The whole content of a file. Throws canonlab::Error naming the path and the errno text.

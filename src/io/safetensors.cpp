@@ -503,11 +503,15 @@ void SafetensorsWriter::add_bytes(std::string name, DType dtype, std::span<const
   tensors_.push_back({std::move(name), dtype, std::move(shape), bytes});
 }
 
-std::vector<std::byte> SafetensorsWriter::header_bytes() const {
+std::string SafetensorsWriter::data_checksum() const {
   Xxh64 hash;
   for (const View& t : tensors_) hash.update(t.bytes);
+  return hex64(hash.digest());
+}
+
+std::vector<std::byte> SafetensorsWriter::header_bytes(const std::string& data_checksum) const {
   std::map<std::string, std::string> meta = metadata_;
-  meta[kChecksumKey] = hex64(hash.digest());
+  meta[kChecksumKey] = data_checksum;
   meta[kChecksumAlgoKey] = kChecksumAlgo;
   meta[kHeaderChecksumKey] = kZeroDigits;  // placeholder, replaced by the real digits below
 
@@ -545,18 +549,20 @@ std::vector<std::byte> SafetensorsWriter::header_bytes() const {
 }
 
 std::vector<std::byte> SafetensorsWriter::serialize() const {
-  std::vector<std::byte> out = header_bytes();
+  std::vector<std::byte> out = header_bytes(data_checksum());
   for (const View& t : tensors_) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
   return out;
 }
 
-void SafetensorsWriter::write_atomic(const std::string& path, const AtomicWriteOptions& options) const {
-  std::vector<std::byte> header = header_bytes();
+std::string SafetensorsWriter::write_atomic(const std::string& path, const AtomicWriteOptions& options) const {
+  const std::string checksum = data_checksum();
+  std::vector<std::byte> header = header_bytes(checksum);
   AtomicFileWriter writer(path, options);
   writer.write(header);
   // Straight from the caller's buffers: a checkpoint is never copied into one big staging buffer.
   for (const View& t : tensors_) writer.write(t.bytes);
   writer.commit();
+  return checksum;
 }
 
 }  // namespace canonlab

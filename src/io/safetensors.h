@@ -119,8 +119,9 @@ class SafetensorsWriter {
 
   // The complete file in memory.
   std::vector<std::byte> serialize() const;
-  // Writes the file with write-temp/fsync/rename (see io/atomic_file.h); on failure `path` is unchanged.
-  void write_atomic(const std::string& path, const AtomicWriteOptions& options = {}) const;
+  // Writes the file with write-temp/fsync/rename (see io/atomic_file.h); on failure `path` is unchanged. Returns the
+  // data checksum it recorded (kChecksumKey's value), by which another file can name this one.
+  std::string write_atomic(const std::string& path, const AtomicWriteOptions& options = {}) const;
 
  private:
   struct View {
@@ -131,8 +132,10 @@ class SafetensorsWriter {
   };
   void add_bytes(std::string name, DType dtype, std::span<const std::byte> bytes, size_t count,
                  std::vector<int64_t> shape);
-  // The length prefix plus the padded JSON header, checksum included.
-  std::vector<std::byte> header_bytes() const;
+  // XXH64 of the data buffer, as kChecksumKey records it.
+  std::string data_checksum() const;
+  // The length prefix plus the padded JSON header, both checksums included.
+  std::vector<std::byte> header_bytes(const std::string& data_checksum) const;
 
   std::map<std::string, std::string> metadata_;
   std::vector<View> tensors_;

@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/paths.h"
 #include "train/checkpoint.h"
+#include "train/run_directory.h"
 #include "train/stop_signals.h"
 
 namespace canonlab {
@@ -110,7 +111,13 @@ RunAttempt start_run_attempt(const std::string& run_dir, const std::string& run_
   const bool resume = inspect_run_dir(run_dir, steps) == RunDiskState::resumable;
   const int start_step = resume ? checkpoint_step(run_dir) : 0;
   std::vector<std::string> args = {"train", config_path, "--out", run_dir, "--quiet"};
-  if (resume) args.push_back("--resume");
+  // Without a checkpoint, an earlier attempt that recorded metrics (failed or killed before its first checkpoint)
+  // cannot be continued, and `train` refuses to replace it: --force moves its files to RUN_DIR/superseded/<time>/.
+  // The run directory is this grid's run (the launcher checked its config.resolved.yaml).
+  if (resume)
+    args.push_back("--resume");
+  else if (!earlier_run_results(run_dir).empty())
+    args.push_back("--force");
   write_status(run_dir, with_extra({{"state", "running"}, {"resumed_from_step", start_step}}, extra));
   return {ChildProcess(executable, args, (dir / "train.log").string(), own_process_group), start_step,
           std::chrono::steady_clock::now()};

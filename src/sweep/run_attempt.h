@@ -42,7 +42,8 @@ struct RunAttempt {
 };
 
 // Writes run.yaml, marks the run running (plus `extra`) and starts `executable train ...`, resuming from the
-// latest checkpoint when there is one. own_process_group: see ChildProcess.
+// latest checkpoint when there is one, and with --force when an earlier attempt left results but no checkpoint
+// (they move to RUN_DIR/superseded/). own_process_group: see ChildProcess.
 RunAttempt start_run_attempt(const std::string& run_dir, const std::string& run_yaml, int steps,
                              const std::string& executable, const nlohmann::json& extra = nlohmann::json::object(),
                              bool own_process_group = false);

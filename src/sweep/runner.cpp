@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +18,7 @@
 #include "io/paths.h"
 #include "sweep/manifest.h"
 #include "sweep/overview.h"
+#include "train/run_directory.h"
 
 namespace canonlab {
 
@@ -78,9 +78,7 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
         for (const auto& r : before["runs"])
           if (r.is_object() && r.contains("name") && r["name"].is_string() && r.contains("config"))
             old_configs[r["name"].get<std::string>()] = r["config"];
-      fs::path superseded = fs::path(dir) / "superseded" / std::to_string(std::time(nullptr));
-      for (int n = 1; path_exists(superseded, kCannotRead); n++)  // two --force runs within one second
-        superseded = fs::path(dir) / "superseded" / (std::to_string(std::time(nullptr)) + "-" + std::to_string(n));
+      const fs::path superseded = unused_superseded_directory(fs::path(dir) / "superseded");
       for (const SweepRun& run : runs) {
         const fs::path run_dir = fs::path(dir) / "runs" / run.name;
         auto it = old_configs.find(run.name);

@@ -21,8 +21,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// 3: the state file records the data checksum of the model file saved with it (kModelChecksumKey), so a resume
+//    cannot pair a model file with the optimizer state of another run or step.
 // 2: the safetensors header carries canonlab.header_checksum, so metadata (config, step, adam_t) is covered.
-constexpr const char* kFormatVersion = "2";
+// 1: the data checksum only.
+constexpr const char* kFormatVersion = "3";
+constexpr const char* kFormatVersionKey = "canonlab.format_version";
+constexpr const char* kModelChecksumKey = "canonlab.model_data_checksum";
+
+// What canonlab can read but not verify is read, never silently: one line on stderr per file.
+void warn(const std::string& message) { std::fprintf(stderr, "warning: %s\n", message.c_str()); }
 
 std::string step_stem(int step) {
   char buf[32];
@@ -60,29 +68,44 @@ void collect_differences(const nlohmann::json& a, const nlohmann::json& b, const
 
 }  // namespace
 
-void save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step) {
+std::string save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step) {
   SafetensorsWriter w;
   w.add_metadata("format", "pt");
-  w.add_metadata("canonlab.format_version", kFormatVersion);
+  w.add_metadata(kFormatVersionKey, kFormatVersion);
   w.add_metadata("canonlab.config", config_to_json(cfg).dump());
   w.add_metadata("canonlab.step", std::to_string(step));
   const std::vector<float> host = params.host_values();  // checkpoints are fp32 whatever the device and precision
   const std::span<const float> values = host;
   for (const ParamInfo& p : params.infos()) w.add(p.name, values.subspan(p.offset, p.numel), p.shape);
-  w.write_atomic(path);
+  return w.write_atomic(path);
 }
 
 SafetensorsFile read_checkpoint_file(const std::string& path) {
   SafetensorsFile f = read_safetensors(path);
-  const auto version = f.metadata.find("canonlab.format_version");
-  if (version == f.metadata.end()) return f;  // written by another tool (e.g. PyTorch): nothing more to check
-  CANONLAB_CHECK(version->second == "1" || version->second == "2",
-                 "checkpoint '" + path + "' has format version '" + version->second +
-                     "'; this canonlab reads versions 1 and 2 (docs/checkpoint-format.md)");
+  const auto version = f.metadata.find(kFormatVersionKey);
+  if (version == f.metadata.end()) {
+    // Written by another tool (PyTorch's save_file, say): loadable, but what it lacks cannot vouch for it.
+    std::string lacks = f.checksum_verified ? "" : "no data checksum";
+    if (!f.header_checksum_verified) lacks += std::string(lacks.empty() ? "" : " and ") + "no header checksum";
+    if (!lacks.empty())
+      warn("checkpoint '" + path + "' has no " + kFormatVersionKey + " (not written by canonlab?) and " + lacks +
+           ": its contents cannot be verified");
+    return f;
+  }
+  const std::string& v = version->second;
+  CANONLAB_CHECK(v == "1" || v == "2" || v == "3", "checkpoint '" + path + "' has format version '" + v +
+                                                       "'; this canonlab reads versions 1, 2 and 3 (docs/checkpoint-format.md)");
+  // canonlab has always written the data checksum: a file of its format without one was edited, and its weights
+  // (a flipped bit, a changed value) would load unnoticed.
+  CANONLAB_CHECK(f.checksum_verified, "checkpoint '" + path + "' is corrupt: format version " + v +
+                                          " requires the data checksum " + kChecksumKey + ", which is missing");
   // Version 1 files predate the header checksum; from version 2 on it must be there and match.
-  CANONLAB_CHECK(version->second == "1" || f.header_checksum_verified,
-                 "checkpoint '" + path + "' is corrupt: format version 2 requires the header checksum " +
-                     kHeaderChecksumKey + ", which is missing");
+  CANONLAB_CHECK(v == "1" || f.header_checksum_verified, "checkpoint '" + path + "' is corrupt: format version " + v +
+                                                             " requires the header checksum " + kHeaderChecksumKey +
+                                                             ", which is missing");
+  if (v == "1")
+    warn("checkpoint '" + path + "' is format version 1, whose header carries no checksum: its config, step and "
+         "tensor names and shapes cannot be verified (its data checksum was)");
   return f;
 }
 
@@ -165,10 +188,11 @@ void save_checkpoint(const std::string& dir, const RunConfig& cfg, const Paramet
   if (ec) throw Error("cannot create checkpoint directory '" + dir + "': " + ec.message());
   const std::string stem = step_stem(cursor.step);
   const std::string model_file = stem + ".model.safetensors", state_file = stem + ".state.safetensors";
-  save_model((fs::path(dir) / model_file).string(), cfg, params, cursor.step);
+  const std::string model_checksum = save_model((fs::path(dir) / model_file).string(), cfg, params, cursor.step);
 
   SafetensorsWriter w;
-  w.add_metadata("canonlab.format_version", kFormatVersion);
+  w.add_metadata(kFormatVersionKey, kFormatVersion);
+  w.add_metadata(kModelChecksumKey, model_checksum);
   w.add_metadata("canonlab.config", config_to_json(cfg).dump());
   w.add_metadata("canonlab.step", std::to_string(cursor.step));
   w.add_metadata("canonlab.adam_t", std::to_string(opt.t));
@@ -247,6 +271,40 @@ std::string latest_model_path(const std::string& dir) {
   return latest ? latest->model_path : "";
 }
 
+namespace {
+// The state file must come from the same save as the model file: the AdamW moments of another run (or step) have the
+// same shapes and would resume into another trajectory without a word.
+void check_saved_together(const SafetensorsFile& model, const SafetensorsFile& state) {
+  const std::string not_theirs = "checkpoint '" + state.path + "' does not belong to '" + model.path + "': ";
+  const auto tie = state.metadata.find(kModelChecksumKey);
+  if (tie != state.metadata.end()) {
+    const auto sum = model.metadata.find(kChecksumKey);  // verified when the model file was read
+    const std::string actual = sum == model.metadata.end() ? "missing" : sum->second;
+    CANONLAB_CHECK(tie->second == actual, not_theirs + "it was saved with a model file whose data checksum is " +
+                                              tie->second + ", and this one's is " + actual +
+                                              " (a state file of another run or step?); resume needs the model and "
+                                              "state files of one save");
+    return;
+  }
+  // read_checkpoint_file admits no other versions than these, or none (a file of another tool).
+  const auto version = state.metadata.find(kFormatVersionKey);
+  const std::string v = version == state.metadata.end() ? "" : version->second;
+  CANONLAB_CHECK(v != kFormatVersion, "checkpoint '" + state.path + "' is corrupt: format version " + v +
+                                          " requires " + kModelChecksumKey + ", which is missing");
+  // Older state files do not name their model file; one save wrote the same config into both.
+  const auto config = [](const SafetensorsFile& f) {
+    const auto it = f.metadata.find("canonlab.config");
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  CANONLAB_CHECK(config(state) == config(model), not_theirs + "they were saved with different configs (a state file "
+                                                             "of another run?); resume needs the model and state "
+                                                             "files of one save");
+  warn("checkpoint '" + state.path + "' is " + (v.empty() ? "of no canonlab format version" : "format version " + v) +
+       ", which does not record the model file it belongs to; it was matched to '" + model.path +
+       "' by config and step only");
+}
+}  // namespace
+
 TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& cfg, ParameterStore<float>& params,
                                       AdamWState& opt) {
   const std::optional<LatestCheckpoint> latest = read_latest_checkpoint(dir);
@@ -256,6 +314,7 @@ TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& c
   // Read and validate both files completely before touching the model or the optimizer.
   const SafetensorsFile model = read_checkpoint_file(model_path);
   const SafetensorsFile state = read_checkpoint_file(state_path);
+  check_saved_together(model, state);
 
   const RunConfig stored = read_model_config(model);
   std::vector<std::string> diffs;

@@ -20,10 +20,12 @@ struct TrainingCursor {
   int step = 0;  // number of completed training steps; the next step to run
 };
 
-// Writes the model weights with the resolved config in the metadata ("canonlab.config").
-void save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step);
-// Reads and validates a checkpoint file (safetensors structure and both checksums; a format-2 file must carry
-// the header checksum, so its metadata is covered too).
+// Writes the model weights with the resolved config in the metadata ("canonlab.config"). Returns the file's data
+// checksum, which the state file saved with it records.
+std::string save_model(const std::string& path, const RunConfig& cfg, const ParameterStore<float>& params, int step);
+// Reads and validates a checkpoint file (safetensors structure and both checksums). A canonlab file must carry the
+// data checksum, from format 2 on the header checksum too (so its metadata is covered); format 1, and a file of
+// another tool without both checksums, are read with a warning on stderr saying what could not be verified.
 SafetensorsFile read_checkpoint_file(const std::string& path);
 // Reads the resolved config stored in a model checkpoint.
 RunConfig read_model_config(const std::string& path);
@@ -50,7 +52,9 @@ std::optional<LatestCheckpoint> read_latest_checkpoint(const std::string& dir);
 // Path of the model file of the latest checkpoint in dir, or "" if there is none.
 std::string latest_model_path(const std::string& dir);
 // Restores params, optimizer state and cursor from the latest checkpoint in dir; the stored config must equal
-// `cfg` (apart from settings that do not change the trajectory), else an error names the differing keys.
+// `cfg` (apart from settings that do not change the trajectory), else an error names the differing keys. The state
+// file must have been saved with the model file (its canonlab.model_data_checksum; format 1 and 2 state files,
+// which lack it, must carry the model file's config and are resumed with a warning).
 TrainingCursor load_latest_checkpoint(const std::string& dir, const RunConfig& cfg, ParameterStore<float>& params,
                                       AdamWState& opt);
 

@@ -22,6 +22,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
+#include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -162,11 +163,12 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   if (writer) {
     create_directory(out, "run directory (--out)");
     lock.emplace(out, ".train.lock", "canonlab train");
-    create_directory(ckpt_dir, "checkpoint directory");
     // What writers killed mid-write left (a temp file per kill); nobody else writes here while we hold the lock,
-    // except a sweep writing status files, whose live pid keeps them.
+    // except a sweep writing status files, whose live writer keeps them.
     remove_stale_temp_files(out);
     remove_stale_temp_files(ckpt_dir);
+    claim_run_directory(out, options.resume, options.force);  // an earlier run is refused, or moved aside (--force)
+    create_directory(ckpt_dir, "checkpoint directory");
   }
   comm.barrier();  // the other ranks read checkpoints only once rank 0 has checked and cleaned the directory
 
@@ -178,9 +180,6 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   if (options.resume) {
     cursor = load_latest_checkpoint(ckpt_dir, cfg, params, opt);
     if (writer) std::fprintf(stderr, "resuming from step %d of %s\n", cursor.step, ckpt_dir.c_str());
-  } else if (writer) {
-    CANONLAB_CHECK(latest_model_path(ckpt_dir).empty(),
-                   "'" + out + "' already holds a run; pass --resume to continue it or choose another --out");
   }
   check_ranks_agree(comm, cfg, params, cursor.step);
   std::optional<MetricsLog> metrics;

@@ -15,6 +15,9 @@ namespace canonlab {
 struct TrainOptions {
   std::string out_dir;
   bool resume = false;
+  // Without resume: train afresh in a directory that holds an earlier run, moving its files to
+  // out_dir/superseded/<time>/ (train/run_directory.h); without force such a directory is refused.
+  bool force = false;
   bool progress = true;  // progress bar on stderr
   bool probe_at_end = true;
   // The ranks of a data-parallel run (engine/comm/); null = this process alone. Rank 0 writes the run directory

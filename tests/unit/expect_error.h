@@ -28,4 +28,10 @@ std::string error_of(Action&& action) {
 
 }  // namespace canonlab::test_support
 
-#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+// `text` is evaluated once: it is often error_of(...), which runs the failing action again on each evaluation, or
+// testing::internal::GetCapturedStderr(), which a second call crashes.
+#define EXPECT_CONTAINS(text, part)                                            \
+  do {                                                                         \
+    const std::string contains_text_ = (text);                                 \
+    EXPECT_NE(contains_text_.find(part), std::string::npos) << contains_text_; \
+  } while (0)

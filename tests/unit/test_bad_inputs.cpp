@@ -1,5 +1,6 @@
 // Regression tests for the bad inputs of issue 12 (fuzzing and fault injection): each one used to crash, hang,
 // lose data or change results silently, and now gets a clear canonlab::Error naming the key or file, or works.
+// The findings of issue 25's audit have theirs in test_run_integrity.cpp (helpers shared: bad_inputs_support.h).
 // The size bounds of config keys and the resource estimate have their own tests (test_config_bounds.cpp,
 // test_resource_estimate.cpp).
 #include <gtest/gtest.h>
@@ -15,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bad_inputs_support.h"
 #include "cli_runner.h"
-#include "expect_error.h"
 #include "config/config.h"
 #include "data/cfg_grammar.h"
 #include "data/task.h"
@@ -31,63 +32,8 @@
 
 using namespace canonlab;
 namespace fs = std::filesystem;
-using canonlab::test_support::error_of;
-using canonlab::test_support::run_cli;
 
-namespace {
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("canonlab_bad_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string source_path(const std::string& relative) { return std::string(CANONLAB_SOURCE_DIR) + "/" + relative; }
-
-RunConfig tiny_config(std::vector<std::string> extra = {}) {
-  std::vector<std::string> sets = {"model.d_model=16",  "model.n_heads=2",     "model.n_layers=1", "task.vocab=10",
-                                   "task.n_symbols=4",  "train.batch_size=2",  "train.steps=8",    "train.threads=1",
-                                   "train.eval_every=4", "train.checkpoint_every=2", "probe.n_sequences=4"};
-  sets.insert(sets.end(), extra.begin(), extra.end());
-  return config_from_yaml_string("{}", sets);
-}
-
-nlohmann::json train_quietly(const RunConfig& cfg, const std::string& dir, bool resume = false) {
-  TrainOptions o;
-  o.out_dir = dir;
-  o.resume = resume;
-  o.progress = false;
-  o.probe_at_end = false;
-  return train(cfg, o);
-}
-
-// The safetensors header (length prefix stripped) and the data of a file, for targeted edits.
-struct RawFile {
-  std::string header, data;
-};
-RawFile split_file(const fs::path& path) {
-  const std::string bytes = read_text(path);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | uint8_t(bytes[size_t(i)]);
-  return {bytes.substr(8, n), bytes.substr(8 + n)};
-}
-void join_file(const fs::path& path, const RawFile& f) {
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; i++) bytes[size_t(i)] = char((f.header.size() >> (8 * i)) & 0xff);
-  write_text(path, bytes + f.header + f.data);
-}
-
-}  // namespace
+using namespace canonlab::test_support;
 
 // 1. A checkpoint whose config metadata is "[" x 200000 used to overflow the stack in eval, probe and resume.
 TEST(BadInputs, DeeplyNestedCheckpointConfigIsRejected) {
@@ -140,18 +86,8 @@ TEST(BadInputs, MalformedStateMetadataIsNamed) {
     const std::string ckpts = dir + "/checkpoints";
     auto model = build_model<float>(cfg.model, cfg.train.seed);
     // Rewrite the state file with one metadata entry changed (or removed), with valid checksums.
-    const SafetensorsFile state = read_safetensors(ckpts + "/step_00000008.state.safetensors");
-    SafetensorsWriter w;
-    for (const auto& [k, v] : state.metadata)
-      if (!k.starts_with("canonlab.data_checksum") && k != kChecksumAlgoKey && k != kHeaderChecksumKey && k != key)
-        w.add_metadata(k, v);
-    if (!value.empty()) w.add_metadata(key, value);
-    std::vector<std::vector<float>> keep;
-    for (const TensorEntry& t : state.tensors) {
-      keep.push_back(t.to_vector<float>());
-      w.add(t.name, keep.back(), t.shape);
-    }
-    w.write_atomic(ckpts + "/step_00000008.state.safetensors");
+    rewrite_checkpoint(ckpts + "/step_00000008.state.safetensors",
+                       {{key, value.empty() ? std::nullopt : std::optional<std::string>(value)}});
     AdamWState opt;
     const std::string message = error_of([&] { load_latest_checkpoint(ckpts, cfg, model->params(), opt); });
     EXPECT_CONTAINS(message, key);

@@ -556,9 +556,11 @@ TEST_F(SafetensorsTest, KilledWriteLeavesPreviousFileIntact) {
     EXPECT_EQ(read_file(path), old_bytes) << "killed at byte " << kill_at;
     SafetensorsFile r = read_safetensors(path);
     EXPECT_EQ(r.get("w").to_vector<float>(), old_data);
-    // The partial data went to the child's temp file, which the crash left behind.
-    std::string tmp = path + ".tmp." + std::to_string(pid);
-    ASSERT_TRUE(fs::exists(tmp)) << tmp;
+    // The partial data went to the child's temp file (<path>.tmp.<pid>.<start>), which the crash left behind.
+    std::string tmp;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().string().starts_with(path + ".tmp." + std::to_string(pid) + ".")) tmp = e.path().string();
+    ASSERT_FALSE(tmp.empty()) << "writer " << pid << " left no temp file";
     EXPECT_GE(fs::file_size(tmp), std::min<uint64_t>(kill_at, total));
     EXPECT_LE(fs::file_size(tmp), total);
   }
@@ -568,14 +570,22 @@ TEST_F(SafetensorsTest, KilledWriteLeavesPreviousFileIntact) {
   EXPECT_EQ(read_safetensors(path).get("w").to_vector<float>(), new_data);
 }
 
-TEST_F(SafetensorsTest, StaleTempWithOwnPidIsReplaced) {
+// A temp file with this process's pid and another start time was left by an earlier process that had the pid: it
+// does not disturb a write, and remove_stale_temp_files removes it although the pid is alive.
+TEST_F(SafetensorsTest, StaleTempOfAnEarlierProcessWithOurPidIsRemoved) {
   const std::string path = file("stale.safetensors");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  write_raw(tmp, std::vector<std::byte>(1 << 16, std::byte{0x5a}));
+  std::string own_temp;
+  {
+    const AtomicFileWriter unused(path);  // discarded unwritten: only the name of this process's temp file is wanted
+    own_temp = unused.temp_path();
+  }
+  const std::string stale = own_temp + "0";  // the same pid, started at ten times our start time
+  write_raw(stale, std::vector<std::byte>(1 << 16, std::byte{0x5a}));
   std::vector<std::byte> bytes = file_bytes_small(3.0f);
   write_file_atomic(path, bytes);
   EXPECT_EQ(read_file(path), bytes);
-  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_EQ(remove_stale_temp_files(dir_), 1);
+  EXPECT_FALSE(fs::exists(stale));
 }
 
 TEST_F(SafetensorsTest, FailedWriteRemovesTempAndKeepsTarget) {

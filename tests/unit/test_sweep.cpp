@@ -648,6 +648,32 @@ TEST(SweepFailure, AFailedRunIsRecordedAndDoesNotStopTheOthers) {
   EXPECT_TRUE(contains(again.output, finished_line(1, 2, 1, 1))) << again.output;
 }
 
+// A run that recorded metrics but has no checkpoint to continue from (killed before its first one, or its checkpoints
+// and summary removed) is trained afresh with `train --force`, which keeps the earlier files in RUN_DIR/superseded/
+// (a plain `train` refuses a directory that holds a run: issue 25, F1).
+TEST(SweepFailure, ARunWithMetricsButNoCheckpointIsTrainedAfreshAndItsFilesKept) {
+  TempDir dir;
+  const std::string file = write_sweep(dir, tiny_set() + "axes:\n  - key: seed\n    values: [0]\n");
+  const fs::path out = dir / "out", run = out / "runs" / "seed=0";
+  ASSERT_EQ(run_sweep(file, out).exit_code, 0);
+  fs::remove_all(run / "checkpoints");
+  fs::remove(run / "summary.json");
+  const std::string metrics = read_text(run / "metrics.jsonl");
+
+  const Result r = run_sweep(file, out);
+  EXPECT_EQ(r.exit_code, 0) << r.output << read_text(run / "train.log");
+  EXPECT_EQ(run_state(run), "done");
+  EXPECT_TRUE(run_finished(run));
+  EXPECT_TRUE(contains(read_text(run / "train.log"), "--force: moved the earlier run's metrics.jsonl, metrics.csv, "
+                                                     "config.resolved.yaml from '" + run.string() + "'"))
+      << read_text(run / "train.log");
+  ASSERT_TRUE(fs::is_directory(run / "superseded"));
+  std::vector<fs::path> aside;
+  for (const auto& e : fs::directory_iterator(run / "superseded")) aside.push_back(e.path());
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(read_text(aside[0] / "metrics.jsonl"), metrics);
+}
+
 TEST(SweepGridChange, AChangedGridIsRefusedUnlessForcedAndForceRedoesOnlyTheChangedRuns) {
   TempDir dir;
   auto lr_axis = [](const std::string& hi) {
