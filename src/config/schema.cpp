@@ -79,6 +79,9 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.init_std, "std of normal(0, std) init for linear and embedding weights").above(0));
 
   add(CANONLAB_KEY(model.attention.position, "position scheme (exactly one)").one_of({"rope", "nope", "alibi", "learned"}));
+  add(CANONLAB_KEY(model.attention.alibi_slopes, "ALiBi head slopes: geometric = the paper's 2^(-8h/H), h = 1..H; press = the reference code's get_slopes (BLOOM, MPT), which differs when H is not a power of two")
+          .one_of({"geometric", "press"})
+          .with_rule("geometric unless position is alibi"));
   add(CANONLAB_KEY(model.attention.rope_base, "RoPE frequency base (used only with position: rope)").above(0));
   add(CANONLAB_KEY(model.attention.rope_dim, "rotated dims per head; 0 = head_dim with rope (full RoPE)")
           .at_least(0)
