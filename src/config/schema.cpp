@@ -9,6 +9,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "data/cfg_grammar.h"
 
 namespace canonlab::config_detail {
 namespace {
@@ -236,7 +237,8 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(task.lano.deg_max, "Lano, generated grammar: most rules per non-terminal")
           .at_least(1)
           .at_most(kMaxGrammarSymbols)
-          .with_rule(">= deg_min"));
+          .with_rule(">= deg_min; (1 + (depth - 1) * num_sym) * deg_max * len_max <= 1048576"));
+  static_assert(kMaxGrammarRuleSymbols == 1048576, "the rule above states the limit check_generated_grammar applies");
   add(CANONLAB_KEY(task.lano.len_min, "Lano, generated grammar: fewest symbols per rule")
           .at_least(1)
           .at_most(kMaxRuleLength));
