@@ -36,6 +36,7 @@ struct KeyShiftConfig {
 
 struct AttentionConfig {
   std::string position = "rope";  // rope | nope | alibi | learned
+  std::string alibi_slopes = "geometric";  // geometric (the paper's 2^(-8h/H)) | press (the reference code's get_slopes)
   double rope_base = 10000.0;
   int rope_dim = 0;               // rotated dims per head; 0 = head_dim (full RoPE); must be even, <= head_dim
   std::string scoring = "softmax";  // softmax | sign_ste

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "data/cfg_grammar.h"
 
 namespace canonlab::config_detail {
 namespace {
@@ -79,6 +80,9 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.init_std, "std of normal(0, std) init for linear and embedding weights").above(0));
 
   add(CANONLAB_KEY(model.attention.position, "position scheme (exactly one)").one_of({"rope", "nope", "alibi", "learned"}));
+  add(CANONLAB_KEY(model.attention.alibi_slopes, "ALiBi head slopes: geometric = the paper's 2^(-8h/H), h = 1..H; press = the reference code's get_slopes (BLOOM, MPT), which differs when H is not a power of two")
+          .one_of({"geometric", "press"})
+          .with_rule("geometric unless position is alibi"));
   add(CANONLAB_KEY(model.attention.rope_base, "RoPE frequency base (used only with position: rope)").above(0));
   add(CANONLAB_KEY(model.attention.rope_dim, "rotated dims per head; 0 = head_dim with rope (full RoPE)")
           .at_least(0)
@@ -233,7 +237,8 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(task.lano.deg_max, "Lano, generated grammar: most rules per non-terminal")
           .at_least(1)
           .at_most(kMaxGrammarSymbols)
-          .with_rule(">= deg_min"));
+          .with_rule(">= deg_min; (1 + (depth - 1) * num_sym) * deg_max * len_max <= 1048576"));
+  static_assert(kMaxGrammarRuleSymbols == 1048576, "the rule above states the limit check_generated_grammar applies");
   add(CANONLAB_KEY(task.lano.len_min, "Lano, generated grammar: fewest symbols per rule")
           .at_least(1)
           .at_most(kMaxRuleLength));

@@ -122,6 +122,14 @@ void resolve_rope_dim(AttentionConfig& attention, int head_dim) {
   }
 }
 
+// Like rope_dim: a slope rule that nothing reads would make a config (or a sweep arm) say something it does not run.
+void check_alibi_slopes(const AttentionConfig& attention) {
+  if (attention.position != "alibi" && attention.alibi_slopes != "geometric")
+    fail("model.attention.alibi_slopes: " + single_quoted(attention.alibi_slopes) +
+         " only applies with position 'alibi', but model.attention.position is " + single_quoted(attention.position) +
+         "; allowed: geometric (the default)");
+}
+
 // A list of layer indices (key `key`): each in [0, limit), none twice; `beyond` says why an index past the limit
 // is refused. Key-shift layers and cross-layer Canon connections share it.
 void check_layer_list(const std::vector<int>& layers, const std::string& key, int limit, const std::string& beyond,
@@ -302,6 +310,7 @@ void resolve_and_validate(RunConfig& config) {
   resolve_vocab_and_length(model, config.task);
   const int head_dim = head_dim_of(model);
   resolve_rope_dim(model.attention, head_dim);
+  check_alibi_slopes(model.attention);
   check_key_shift(model.attention.key_shift, model.n_layers);
   check_cross_layer_canon(model.canon.cross_layer, model.n_layers);
   if (model.mlp.hidden_dim == 0) model.mlp.hidden_dim = default_mlp_hidden(model.mlp, model.d_model);

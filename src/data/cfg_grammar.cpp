@@ -1,7 +1,9 @@
 #include "data/cfg_grammar.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -41,7 +43,6 @@ constexpr int kMaxGrammarDepth = 32;
 constexpr int kMaxSymbolsPerLevel = 1024;
 constexpr int kMaxRulesPerSymbol = 1024;
 constexpr int kMaxRuleLength = 64;
-constexpr int64_t kMaxRuleSymbols = int64_t(1) << 20;  // summed over every rule of the grammar
 constexpr uint64_t kMaxGrammarFileBytes = uint64_t(64) << 20;
 
 // Integers where integers are meant: nlohmann's get<int>() converts 1.9 to 1 and 1e68 to undefined behaviour.
@@ -111,8 +112,9 @@ Grammar parse_grammar_json(const std::string& text, const std::string& where) {
           CANONLAB_CHECK(rule_json.is_array() && !rule_json.empty() && rule_json.size() <= size_t(kMaxRuleLength),
                          rule_at + ": a rule is a list of 1 to " + std::to_string(kMaxRuleLength) + " symbol indices");
           rule_symbols += int64_t(rule_json.size());
-          CANONLAB_CHECK(rule_symbols <= kMaxRuleSymbols, "the rules hold more than " + std::to_string(kMaxRuleSymbols) +
-                                                              " symbols in all; allowed: at most that many");
+          CANONLAB_CHECK(rule_symbols <= kMaxGrammarRuleSymbols,
+                         "the rules hold more than " + std::to_string(kMaxGrammarRuleSymbols) +
+                             " symbols in all; allowed: at most that many");
           GrammarRule rule;
           for (const nlohmann::json& c : rule_json)
             rule.push_back(json_int(c, rule_at + ": rule index", 0, sizes[size_t(d) + 1] - 1));
@@ -197,7 +199,33 @@ void save_grammar_json(const Grammar& grammar, const std::string& path) {
   CANONLAB_CHECK(out.good(), "cannot write grammar to '" + path + "'");
 }
 
-Grammar generate_grammar(const LanoConfig& cfg) {
+GrammarSize grammar_size(const Grammar& g) {
+  GrammarSize size;
+  for (const GrammarLevel& level : g.levels) {
+    size.symbols += int64_t(level.ids.size());
+    for (const auto& rules : level.rules) {
+      size.rules += int64_t(rules.size());
+      for (const GrammarRule& r : rules) {
+        size.rule_symbols += int64_t(r.size());
+        size.parser_symbols += std::max<int64_t>(0, int64_t(r.size()) - 2);  // at most one intermediate per extra symbol
+      }
+    }
+  }
+  size.parser_symbols += size.symbols;
+  return size;
+}
+
+GrammarSize generated_grammar_bound(const LanoConfig& cfg) {
+  GrammarSize size;
+  const int64_t nonterminals = 1 + int64_t(cfg.depth - 1) * cfg.num_sym;
+  size.symbols = nonterminals + cfg.num_sym;
+  size.rules = nonterminals * cfg.deg_max;
+  size.rule_symbols = size.rules * cfg.len_max;
+  size.parser_symbols = size.symbols + size.rules * std::max(0, cfg.len_max - 2);
+  return size;
+}
+
+void check_generated_grammar(const LanoConfig& cfg) {
   const int n = cfg.num_sym;
   CANONLAB_CHECK(cfg.depth >= 1, "task.lano.depth: " + std::to_string(cfg.depth) + "; allowed: >= 1");
   CANONLAB_CHECK(n >= 1, "task.lano.num_sym: " + std::to_string(n) + "; allowed: >= 1");
@@ -207,6 +235,15 @@ Grammar generate_grammar(const LanoConfig& cfg) {
   CANONLAB_CHECK(cfg.len_min >= 1 && cfg.len_min <= cfg.len_max,
                  "task.lano.len_min..len_max: " + std::to_string(cfg.len_min) + ".." + std::to_string(cfg.len_max) +
                      "; allowed: 1 <= len_min <= len_max");
+  // Checked from the parameters, before anything is built: generating, sampling and parsing all scale with it.
+  const GrammarSize bound = generated_grammar_bound(cfg);
+  CANONLAB_CHECK(bound.rule_symbols <= kMaxGrammarRuleSymbols,
+                 "task.lano.depth, task.lano.num_sym, task.lano.deg_max, task.lano.len_max: a generated grammar of depth " +
+                     std::to_string(cfg.depth) + ", num_sym " + std::to_string(n) + ", deg_max " +
+                     std::to_string(cfg.deg_max) + " and len_max " + std::to_string(cfg.len_max) + " may hold (1 + (depth - 1) * "
+                     "num_sym) * deg_max * len_max = " + std::to_string(bound.rule_symbols) + " rule symbols; allowed: at "
+                     "most " + std::to_string(kMaxGrammarRuleSymbols) + ", the limit of a grammar file (cfg3f: 192); "
+                     "lower some of those keys");
   // Rules are distinct, so a symbol can have at most sum_L n^L of them.
   int64_t distinct_rules = 0, power = 1;
   for (int L = 1; L <= cfg.len_max && distinct_rules < cfg.deg_max; L++) {
@@ -217,7 +254,31 @@ Grammar generate_grammar(const LanoConfig& cfg) {
                  "task.lano.deg_max: " + std::to_string(cfg.deg_max) + " distinct rules do not exist with num_sym " +
                      std::to_string(n) + " and rule lengths " + std::to_string(cfg.len_min) + ".." +
                      std::to_string(cfg.len_max) + "; allowed: <= " + std::to_string(distinct_rules));
+}
 
+double grammar_bytes(const GrammarSize& size) {
+  // Per symbol its id and rule list; per rule a std::vector and its heap block; per parser production 3 ints, and
+  // while the parser is built a map node per intermediate (a conservative 64 bytes each).
+  const double intermediates = double(size.parser_symbols - size.symbols);
+  return 28.0 * double(size.symbols) + 48.0 * double(size.rules) + 4.0 * double(size.rule_symbols) +
+         12.0 * (double(size.rules) + intermediates) + 64.0 * intermediates;
+}
+
+double parse_table_bytes(const GrammarSize& size, int length) {
+  const double positions = double(length) + 1;  // ends 0..n
+  return double(size.parser_symbols) * positions * std::ceil(positions / 64) * 8;
+}
+
+namespace {
+std::atomic<uint64_t> generated_grammars{0};
+}  // namespace
+
+uint64_t generated_grammar_count() { return generated_grammars.load(); }
+
+Grammar generate_grammar(const LanoConfig& cfg) {
+  check_generated_grammar(cfg);
+  generated_grammars++;
+  const int n = cfg.num_sym;
   CounterRng rng(cfg.grammar_seed, 0x6c616e6fULL);  // "lano"
   Grammar g;
   g.levels.resize(size_t(cfg.depth) + 1);
@@ -229,12 +290,15 @@ Grammar generate_grammar(const LanoConfig& cfg) {
     rules.resize(size_t(size));
     for (auto& symbol_rules : rules) {
       const int degree = cfg.deg_min + int(rng.below(uint64_t(cfg.deg_max - cfg.deg_min + 1)));
+      // Duplicates are looked up in a set: a linear search made a symbol's rules quadratic in deg_max (4096 rules
+      // of 4096 symbols took minutes). The draws, and so the grammar, are the same either way.
+      std::set<GrammarRule> seen;
+      GrammarRule rule;
       while (int(symbol_rules.size()) < degree) {
         const int len = cfg.len_min + int(rng.below(uint64_t(cfg.len_max - cfg.len_min + 1)));
-        GrammarRule rule(static_cast<size_t>(len));
+        rule.resize(static_cast<size_t>(len));
         for (int& c : rule) c = int(rng.below(uint64_t(n)));
-        if (std::find(symbol_rules.begin(), symbol_rules.end(), rule) == symbol_rules.end())
-          symbol_rules.push_back(std::move(rule));
+        if (seen.insert(rule).second) symbol_rules.push_back(rule);
       }
     }
   }

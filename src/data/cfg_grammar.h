@@ -44,10 +44,37 @@ Grammar parse_grammar_json(const std::string& text, const std::string& where);
 std::string grammar_to_json(const Grammar& grammar);
 void save_grammar_json(const Grammar& grammar, const std::string& path);
 
+// Symbols summed over every rule of a grammar, read from a file or generated: far above the paper's grammars
+// (cfg3f: 192), and small enough that a grammar and its parser are built in seconds with tens of MB (measured at
+// the limit on 2 busy cores, `canonlab data show` included: 1.7 to 4.7 s, 48 MB; the per-key maxima alone allowed
+// 268M rule symbols: 5 GB and minutes).
+inline constexpr int64_t kMaxGrammarRuleSymbols = int64_t(1) << 20;
+
+// How big a grammar is, as the parser sees it: symbols (terminals included), rules, symbols summed over the rules,
+// and the parser's symbols (the grammar's plus the intermediates that binarise rules of 3 or more symbols).
+struct GrammarSize {
+  int64_t symbols = 0, rules = 0, rule_symbols = 0, parser_symbols = 0;
+};
+GrammarSize grammar_size(const Grammar& grammar);
+// The most a generated grammar of this configuration can hold, from its parameters alone (nothing is built):
+// 1 + (depth - 1) * num_sym non-terminals with deg_max rules of len_max symbols each.
+GrammarSize generated_grammar_bound(const LanoConfig& cfg);
+// Refuses, before anything is built, a generated grammar that may exceed kMaxGrammarRuleSymbols or that cannot
+// have deg_min distinct rules per symbol; errors name the task.lano keys.
+void check_generated_grammar(const LanoConfig& cfg);
+// Resident bytes of a grammar of this size with its parser's productions (and, while the parser is built, its
+// map of intermediates).
+double grammar_bytes(const GrammarSize& size);
+// Bytes of the parser's table for a sentence of `length` terminals (CfgParser::accepts).
+double parse_table_bytes(const GrammarSize& size, int length);
+
 // A random grammar of the configured shape: depth rule levels, root level of 1 symbol, num_sym symbols on every
 // other level (terminals included), deg_min..deg_max distinct rules per non-terminal, len_min..len_max symbols per
 // rule, all uniform. Ids are numbered bottom-up like the paper's files (terminals 1..num_sym, root last).
+// check_generated_grammar runs first.
 Grammar generate_grammar(const LanoConfig& cfg);
+// Grammars generate_grammar has built in this process (tests check that config resolution and --dry-run build none).
+uint64_t generated_grammar_count();
 
 // Appends one sentence (terminal indices 0..num_terminals-1): from the root, every symbol expands by a uniformly
 // chosen rule. Stops once max_length terminals are appended and another is due: it then returns false and `out`
@@ -71,6 +98,7 @@ SentenceLengths sentence_lengths(const Grammar& grammar);
 class CfgParser {
  public:
   explicit CfgParser(const Grammar& grammar);
+  int num_symbols() const { return num_symbols_; }  // the grammar's symbols and the intermediates
   // True iff `sentence` (terminal indices) derives from the root. Empty and out-of-range tokens are rejected.
   bool accepts(const std::vector<int>& sentence) const;
 

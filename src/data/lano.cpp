@@ -16,13 +16,41 @@ Grammar lano_grammar(const LanoConfig& cfg) {
 // far too short for the grammar.
 constexpr int kMaxRedraws = 1000;
 
+constexpr int kDefaultContext = 512;
+
+int lano_context(const TaskConfig& cfg) { return cfg.context > 0 ? cfg.context : kDefaultContext; }
+
 }  // namespace
+
+int lano_max_sentence(const TaskConfig& cfg) {
+  return cfg.lano.max_sentence > 0 ? cfg.lano.max_sentence : lano_context(cfg) - 1;
+}
+
+TaskShape lano_task_shape(const TaskConfig& cfg) {
+  if (cfg.lano.grammar != "generate") {
+    const LanoTask task(cfg);
+    return {task.vocab_size(), task.seq_len()};
+  }
+  const LanoConfig& lano = cfg.lano;
+  check_generated_grammar(lano);
+  const int context = lano_context(cfg);
+  // Every rule has >= len_min symbols, so every sentence has >= len_min^depth terminals (saturating above context).
+  int64_t shortest = 1;
+  for (int d = 0; d < lano.depth && shortest < context; d++) shortest *= lano.len_min;
+  CANONLAB_CHECK(shortest + 1 <= context,
+                 "task.context: " + std::to_string(context) + " cannot hold a sentence of the generated grammar with "
+                 "its <bos>: rules of at least task.lano.len_min = " + std::to_string(lano.len_min) + " symbols over "
+                 "task.lano.depth = " + std::to_string(lano.depth) + " levels make every sentence at least len_min^depth "
+                 "terminals (more than " + std::to_string(context - 1) + "); allowed: a larger task.context, or a "
+                 "smaller len_min or depth");
+  return {lano.num_sym + 1, context};  // terminals, then <bos>
+}
 
 LanoTask::LanoTask(const TaskConfig& cfg)
     : grammar_(lano_grammar(cfg.lano)),
       parser_(grammar_),
-      context_(cfg.context > 0 ? cfg.context : 512),
-      max_sentence_(cfg.lano.max_sentence > 0 ? cfg.lano.max_sentence : context_ - 1) {
+      context_(lano_context(cfg)),
+      max_sentence_(lano_max_sentence(cfg)) {
   CANONLAB_CHECK(!loss_on_answers(cfg), "task.loss_on: 'answers' has no meaning for lano (every token is "
                                                "data); allowed: default, all");
   const int shortest = sentence_lengths(grammar_).min[0][0] + 1;  // <bos> + the shortest sentence

@@ -12,6 +12,15 @@
 
 namespace canonlab {
 
+// Config resolution's view of a Lano task: its vocabulary and window. A grammar file is read and the task built,
+// as make_task does (a file is bounded by its own limits). A generated grammar is not built, so that resolving
+// and estimating (--dry-run) a large one costs nothing: check_generated_grammar vets its parameters, and a context
+// shorter than len_min^depth terminals (every sentence's lower bound) plus <bos> is refused. The exact
+// shortest-sentence check runs when the task is built.
+TaskShape lano_task_shape(const TaskConfig& cfg);
+// The longest sentence lano_acc parses: task.lano.max_sentence, or the context - 1 (0 = the task's default).
+int lano_max_sentence(const TaskConfig& cfg);
+
 class LanoTask final : public PackedTask {
  public:
   explicit LanoTask(const TaskConfig& cfg);

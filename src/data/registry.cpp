@@ -11,9 +11,17 @@
 
 namespace canonlab {
 
-std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
+namespace {
+
+void check_context(const TaskConfig& cfg) {
   if (cfg.name != "copy" && cfg.name != "mqar" && cfg.context < 0)
     throw Error("task.context: " + std::to_string(cfg.context) + " is negative; allowed: 0 (the task's default) or more");
+}
+
+}  // namespace
+
+std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
+  check_context(cfg);
   if (cfg.name == "copy") {
     CANONLAB_CHECK(cfg.context == 0 || cfg.context == 2 * cfg.n_symbols + 1,
                    "task.context: " + std::to_string(cfg.context) + " does not apply to the copy task (its length is 2 * "
@@ -35,6 +43,8 @@ bool paper_trains_on_answers_only(const std::string& task_name) {
 }
 
 TaskShape task_shape(const TaskConfig& cfg) {
+  check_context(cfg);
+  if (cfg.name == "lano") return lano_task_shape(cfg);  // a generated grammar is vetted, not built
   auto task = make_task(cfg);
   return {task->vocab_size(), task->seq_len()};
 }

@@ -130,7 +130,7 @@ bool paper_trains_on_answers_only(const std::string& task_name);
 
 // Builds the task of a resolved config. Errors name the task.* key at fault.
 std::unique_ptr<Task> make_task(const TaskConfig& cfg);
-// The task's vocabulary and window, for config resolution (builds the task).
+// The task's vocabulary and window, for config resolution (builds the task, except a generated Lano grammar).
 TaskShape task_shape(const TaskConfig& cfg);
 
 }  // namespace canonlab

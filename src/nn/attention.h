@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "engine/error.h"
 #include "engine/ops/activation/activation.h"
 #include "engine/ops/rope/rope.h"
 #include "nn/canon.h"
@@ -21,10 +22,23 @@
 
 namespace canonlab {
 
-// ALiBi slopes m_h = 2^(-8h/H), h = 1..H (Press et al.; exact for every H, as the issue specifies).
-inline std::vector<double> alibi_slopes(int n_heads) {
-  std::vector<double> s(n_heads);
-  for (int h = 0; h < n_heads; h++) s[h] = std::pow(2.0, -8.0 * (h + 1) / n_heads);
+// ALiBi slopes, the one definition: the CPU ops and the CUDA kernels both read these (uploaded per step).
+// model.attention.alibi_slopes (Press, Smith, Lewis 2022):
+//   geometric: the paper's rule m_h = 2^(-8h/H), h = 1..H, for every H (the default).
+//   press:     the reference code's get_slopes (ofirpress/attention_with_linear_biases; BLOOM, MPT and most public
+//              ALiBi code). For H a power of two it is the paper's rule. Otherwise, with n the largest power of two
+//              below H: the n slopes 2^(-8h/n), h = 1..n, then the first H - n of every other slope of the 2n-head
+//              set, 2^(-8(2j-1)/(2n)), j = 1..H-n. H = 6: 1/4, 1/16, 1/64, 1/256, then 1/2, 1/8.
+inline std::vector<double> alibi_slopes(int n_heads, const std::string& rule = "geometric") {
+  CANONLAB_CHECK(rule == "geometric" || rule == "press",
+                 "model.attention.alibi_slopes: '" + rule + "' is not allowed; allowed: geometric, press");
+  int base = n_heads;  // the paper's rule over the first `base` heads
+  if (rule == "press")
+    while ((base & (base - 1)) != 0) base &= base - 1;  // clear low bits down to the highest power of two
+  std::vector<double> s(size_t(std::max(n_heads, 0)));
+  for (int h = 0; h < n_heads; h++)
+    s[size_t(h)] = h < base ? std::pow(2.0, -8.0 * (h + 1) / base)
+                            : std::pow(2.0, -8.0 * (2 * (h - base) + 1) / (2.0 * base));
   return s;
 }
 
@@ -45,7 +59,7 @@ class Attention final : public SequenceMixer<T> {
     sign_ste_ = a.scoring == "sign_ste";
     ste_clipped_ = a.ste_grad == "clipped";
     if (a.position == "alibi")
-      for (double s : alibi_slopes(H_)) slopes_.push_back(T(s));
+      for (double s : alibi_slopes(H_, a.alibi_slopes)) slopes_.push_back(T(s));
     q_proj_ = std::make_unique<Linear<T>>(store, name + ".q_proj", C_, C_, a.qkv_bias, cfg.init_std);
     k_proj_ = std::make_unique<Linear<T>>(store, name + ".k_proj", C_, C_, a.qkv_bias, cfg.init_std);
     v_proj_ = std::make_unique<Linear<T>>(store, name + ".v_proj", C_, C_, a.qkv_bias, cfg.init_std);

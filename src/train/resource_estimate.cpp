@@ -14,6 +14,7 @@
 
 #include "config/model_shapes.h"
 #include "data/copy_task.h"
+#include "data/lano.h"
 #include "data/task.h"
 #include "data/text.h"
 #include "engine/error.h"
@@ -538,10 +539,14 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   ResourceEstimate e;
   e.purpose = purpose;
   e.threads = resolved_threads(cfg);
-  const std::unique_ptr<Task> task = make_task(cfg.task);
-  const double B = t.batch_size, T = task->seq_len();
+  // A generated Lano grammar is not built here (at the limits that takes seconds, and --dry-run is to be instant):
+  // its size is the most its keys allow, and the rest the estimate asks of the task follows from the config.
+  const bool generated_grammar = cfg.task.name == "lano" && cfg.task.lano.grammar == "generate";
+  const std::unique_ptr<Task> task = generated_grammar ? nullptr : make_task(cfg.task);
+  const TaskShape shape = task ? TaskShape{task->vocab_size(), task->seq_len()} : task_shape(cfg.task);
+  const double B = t.batch_size, T = shape.seq_len;
   e.batch = t.batch_size;
-  e.seq_len = task->seq_len();
+  e.seq_len = shape.seq_len;
   e.seq_len_key = cfg.task.name == "copy" ? "task.n_symbols (T = 2n + 1)" : "task.context";
   e.parameters = count_parameters(m);
   const double P = double(e.parameters);
@@ -572,7 +577,21 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
                                     : "task data: the text file, read whole",
         text->resident_bytes(), "task.text.path", whole_run);
 
-  const double suites = double(task->eval_suites().size());
+  if (cfg.task.name == "lano") {
+    const auto* lano = dynamic_cast<const LanoTask*>(task.get());
+    const GrammarSize size = lano ? grammar_size(lano->grammar()) : generated_grammar_bound(cfg.task.lano);
+    const std::string grammar_keys =
+        lano ? "task.lano.grammar" : "task.lano.num_sym, task.lano.deg_max, task.lano.len_max, task.lano.depth";
+    add(std::string("task data: the Lano grammar and its parser's productions") +
+            (lano ? "" : " (generated: the most its keys allow)"),
+        grammar_bytes(size), grammar_keys, whole_run);
+    // lano_acc parses one generated sentence at a time; the sampler never goes past model.max_seq_len.
+    const int sentence = std::min(lano_max_sentence(cfg.task), m.max_seq_len - 1);
+    add("lano_acc: the parser's table for one generated sentence of up to " + std::to_string(sentence) + " tokens",
+        parse_table_bytes(size, sentence), "task.lano.max_sentence, " + seq_key + ", " + grammar_keys, running);
+  }
+
+  const double suites = task ? double(task->eval_suites().size()) : 1.0;  // LanoTask: one suite
   const std::string batch_keys = "train.batch_size, " + seq_key;
   if (training) {
     // With micro-batches the arena holds one micro-batch's step, unless evaluating a whole batch needs more.
@@ -596,12 +615,12 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   if (bf16)  // as floats: the emulated path's size, twice the native path's bf16 storage
     add("bf16 GEMM operands, converted (the largest GEMM's two inputs)", bf16_gemm_scratch_elements(m, B * T) * kFloat,
         batch_keys + ", model.d_model, model.vocab_size", running);
-  const int eval_batches = task->eval_batch_count(t.eval_batches, t.batch_size);
+  const int eval_batches = task ? task->eval_batch_count(t.eval_batches, t.batch_size) : t.eval_batches;
   add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
           std::to_string(eval_batches) + ")",
       suites * eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running);
-  if (m.vocab_size > task->vocab_size())
-    add("eval logits cut to the task's vocabulary", B * T * task->vocab_size() * kFloat,
+  if (m.vocab_size > shape.vocab_size)
+    add("eval logits cut to the task's vocabulary", B * T * shape.vocab_size * kFloat,
         "model.vocab_size, " + batch_keys, running);
 
   // The IPMR probe (copy task, models with attention) runs in an arena of its own, while the training or

@@ -32,7 +32,7 @@ DEFAULTS = {
         "family": "transformer", "layer_pattern": "", "d_model": 128, "n_layers": 4, "n_heads": 4, "vocab_size": 0,
         "max_seq_len": 0, "norm": "rmsnorm", "norm_eps": 1e-5, "tie_embeddings": False, "init_std": 0.02,
         "attention": {
-            "position": "rope", "rope_base": 10000.0, "rope_dim": 0, "scoring": "softmax",
+            "position": "rope", "alibi_slopes": "geometric", "rope_base": 10000.0, "rope_dim": 0, "scoring": "softmax",
             "ste_grad": "identity", "qkv_bias": False, "window": 64, "key_shift": {"layers": [], "offset": 1},
         },
         "mlp": {"kind": "gelu", "hidden_dim": 0, "bias": False},
@@ -245,8 +245,28 @@ def rope(x, rope_dim: int, base: float):
     return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
 
 
-def alibi_slopes(n_heads: int):
-    """slope_h = 2^(-8 h / H) for h = 1..H."""
+def press_get_slopes(n: int) -> list:
+    """Press et al.'s reference get_slopes (ofirpress/attention_with_linear_biases, as copied by BLOOM and MPT),
+    in its own recursive form: for n a power of two the geometric sequence from 2^(-8/n) with that ratio;
+    otherwise the slopes of the closest power of two below n, then every other slope of twice that many heads."""
+    def get_slopes_power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        ratio = start
+        return [start * ratio ** i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return get_slopes_power_of_2(n)
+    closest_power_of_2 = 2 ** math.floor(math.log2(n))
+    return get_slopes_power_of_2(closest_power_of_2) + press_get_slopes(2 * closest_power_of_2)[0::2][:n - closest_power_of_2]
+
+
+def alibi_slopes(n_heads: int, rule: str = "geometric"):
+    """model.attention.alibi_slopes: geometric: slope_h = 2^(-8 h / H) for h = 1..H (the paper's rule);
+    press: press_get_slopes(H)."""
+    if rule == "press":
+        return torch.tensor(press_get_slopes(n_heads), dtype=torch.float64)
+    if rule != "geometric":
+        raise ValueError(f"unknown attention.alibi_slopes '{rule}'")
     return torch.tensor([2.0 ** (-8.0 * h / n_heads) for h in range(1, n_heads + 1)], dtype=torch.float64)
 
 
@@ -265,6 +285,7 @@ class Attention(nn.Module):
             raise ValueError("d_model must be divisible by n_heads")
         self.H, self.D = H, C // H
         self.position, self.scoring = a["position"], a["scoring"]
+        self.alibi_rule = a["alibi_slopes"]
         self.rope_dim, self.rope_base = int(a["rope_dim"]) or self.D, float(a["rope_base"])
         self.ste_clipped = a["ste_grad"] == "clipped"
         ks = a["key_shift"]
@@ -294,7 +315,7 @@ class Attention(nn.Module):
         pos = torch.arange(T)
         if self.position == "alibi":
             dist = (pos[:, None] - pos[None, :]).to(torch.float64)  # t - s
-            bias = alibi_slopes(self.H)[:, None, None] * dist  # (H, T, T)
+            bias = alibi_slopes(self.H, self.alibi_rule)[:, None, None] * dist  # (H, T, T)
             s = s - bias.to(s.dtype)
         s = s.masked_fill(pos[None, :] > pos[:, None], float("-inf"))  # causal: key s <= query t
         if self.window:
@@ -388,6 +409,8 @@ class CanonModel(nn.Module):
             raise ValueError(f"unknown recurrent.kernel '{m['recurrent']['kernel']}'")
         if m["attention"]["position"] not in ("rope", "nope", "alibi", "learned"):
             raise ValueError(f"unknown attention.position '{m['attention']['position']}'")
+        if m["attention"]["alibi_slopes"] not in ("geometric", "press"):
+            raise ValueError(f"unknown attention.alibi_slopes '{m['attention']['alibi_slopes']}'")
         C, V = m["d_model"], m["vocab_size"]
         self.tok_emb = nn.Embedding(V, C)
         self.pos_emb = nn.Embedding(m["max_seq_len"], C) if m["attention"]["position"] == "learned" else None

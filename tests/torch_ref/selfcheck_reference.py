@@ -76,6 +76,15 @@ def check_alibi():
     assert torch.allclose(cm.alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)], dtype=torch.float64))
     assert torch.allclose(cm.alibi_slopes(4), torch.tensor([2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8],
                                                            dtype=torch.float64))
+    # press (the reference code's get_slopes) is the paper's rule for a power of two; for 6 and 12 heads it is the
+    # 4- or 8-head set followed by every other slope of the 8- or 16-head set (values worked out by hand)
+    for n in (1, 2, 4, 8, 16):
+        assert torch.allclose(cm.alibi_slopes(n, "press"), cm.alibi_slopes(n), rtol=1e-12, atol=0)
+    assert torch.allclose(cm.alibi_slopes(6, "press"), torch.tensor(
+        [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3], dtype=torch.float64))
+    assert torch.allclose(cm.alibi_slopes(12, "press"), torch.tensor(
+        [2.0 ** -(i + 1) for i in range(8)] + [2.0 ** -0.5, 2.0 ** -1.5, 2.0 ** -2.5, 2.0 ** -3.5], dtype=torch.float64))
+    assert not torch.allclose(cm.alibi_slopes(6, "press"), cm.alibi_slopes(6))
     # with zero q/k the attention is softmax(-slope_h * (t - s)) over s <= t
     m = small(attention={"position": "alibi"}, canon={"set": ""}).double()
     attn = m.layers[0].attn

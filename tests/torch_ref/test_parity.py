@@ -102,6 +102,9 @@ CASES = {
     "rope": {"model": {"attention": {"position": "rope"}}},
     "partial_rope": {"model": {"attention": {"position": "rope", "rope_dim": 4}}},  # D = 8, rope_dim = D/2
     "alibi": {"model": {"attention": {"position": "alibi"}}},
+    # 6 heads: the reference code's get_slopes (press) differs from the paper's rule here
+    "alibi_press_6heads": {"model": {"d_model": 24, "n_heads": 6, "attention": {
+        "position": "alibi", "alibi_slopes": "press"}}},
     "sign_ste_key_shift": {"model": {"attention": {
         "position": "alibi", "scoring": "sign_ste", "key_shift": {"layers": [0], "offset": 1}}}},
     "sign_ste_clipped_offset2": {"model": {"attention": {

@@ -35,6 +35,9 @@ std::vector<Case> cases() {
       {"partial_rope", {rope, "model.attention.rope_dim=4"}},
       {"nope", {"model.attention.position=nope"}},
       {"alibi", {"model.attention.position=alibi"}},
+      // 6 heads: the reference code's slopes differ from the paper's rule there, and decoding must use the same ones
+      {"alibi_press_6heads", {"model.attention.position=alibi", "model.attention.alibi_slopes=press", "model.d_model=24",
+                              "model.n_heads=6"}},
       {"learned", {"model.attention.position=learned"}},
       {"sign_ste_key_shift", {"model.attention.position=alibi", "model.attention.scoring=sign_ste",
                               "model.attention.key_shift.layers=[0]"}},

@@ -20,6 +20,7 @@
 
 #include "cli_runner.h"
 #include "config/config.h"
+#include "data/lano.h"
 #include "data/task.h"
 #include "engine/backend/cpu_backend.h"
 #include "engine/error.h"
@@ -340,6 +341,120 @@ TEST(ResourceEstimateCli, AFarTooLargeRunIsRefusedQuickly) {
     EXPECT_LT(seconds, 5.0) << flag;
     EXPECT_FALSE(fs::exists(dir / "run"));
   }
+  fs::remove_all(dir);
+}
+
+// Issue 25 F3: generated Lano grammars. At the keys' maxima (depth 2, num_sym = deg_min = deg_max = 4096, rules of
+// 1..16 symbols) config resolution built the grammar, and the estimate built it again: 300+ s and 5.1 GB, also
+// under --dry-run, while the estimate said 33 MiB. The keys now bound the grammar's size before anything is built.
+const std::vector<std::string> kLanoAtTheMaxima = {"task.name=lano",       "task.lano.grammar=generate",
+                                                   "task.lano.depth=2",    "task.lano.num_sym=4096",
+                                                   "task.lano.deg_min=4096", "task.lano.deg_max=4096",
+                                                   "task.lano.len_min=1",  "task.lano.len_max=16"};
+// The largest such grammar allowed: (1 + 4096) * 15 * 16 = 983280 rule symbols of the 1048576 a grammar may hold.
+const std::vector<std::string> kLanoNearTheLimit = {"task.name=lano",      "task.lano.grammar=generate",
+                                                    "task.lano.depth=2",   "task.lano.num_sym=4096",
+                                                    "task.lano.deg_min=15", "task.lano.deg_max=15",
+                                                    "task.lano.len_min=1", "task.lano.len_max=16",
+                                                    "task.context=64"};
+const std::string kLanoModel = "model: {d_model: 32, n_layers: 2, n_heads: 2}\ntrain: {batch_size: 3, threads: 2}\n";
+
+double item_bytes(const ResourceEstimate& e, const std::string& what_starts) {
+  for (const MemoryItem& item : e.items)
+    if (item.what.starts_with(what_starts)) return item.bytes;
+  ADD_FAILURE() << "no memory item '" << what_starts << "'";
+  return 0;
+}
+
+TEST(ResourceEstimate, AGeneratedGrammarOverTheLimitIsRefusedBeforeItIsBuilt) {
+  const uint64_t built = generated_grammar_count();
+  std::vector<std::string> at_1024 = kLanoAtTheMaxima;
+  at_1024[3] = "task.lano.num_sym=1024", at_1024[4] = "task.lano.deg_min=1024", at_1024[5] = "task.lano.deg_max=1024";
+  for (const auto& [sets, symbols] : {std::pair{kLanoAtTheMaxima, std::string("268500992")},  // 4097 * 4096 * 16
+                                      std::pair{at_1024, std::string("16793600")}}) {           // 1025 * 1024 * 16
+    try {
+      config_from_yaml_string(kLanoModel, sets);
+      FAIL() << "accepted";
+    } catch (const Error& err) {
+      const std::string message = err.what();
+      for (const std::string& part : std::vector<std::string>{"task.lano.depth", "task.lano.num_sym",
+                                                              "task.lano.deg_max", "task.lano.len_max",
+                                                              "= " + symbols + " rule symbols",
+                                                              "allowed: at most 1048576"})
+        EXPECT_NE(message.find(part), std::string::npos) << part << " missing from: " << message;
+    }
+  }
+  EXPECT_EQ(generated_grammar_count(), built);
+}
+
+// --dry-run (load_config, estimate_resources, format_estimate, check_resources) of a large valid grammar builds
+// nothing: its memory is the most its keys allow, and the task's vocabulary and window come from the keys.
+TEST(ResourceEstimate, AGeneratedGrammarIsEstimatedFromItsKeysNotBuilt) {
+  const uint64_t built = generated_grammar_count();
+  const RunConfig cfg = config_from_yaml_string(kLanoModel, kLanoNearTheLimit);
+  const ResourceEstimate e = estimate_resources(cfg);
+  EXPECT_NE(format_estimate(e, cfg, nullptr).find("task data: the Lano grammar"), std::string::npos);
+  EXPECT_NO_THROW(check_resources(e, cfg));
+  EXPECT_EQ(generated_grammar_count(), built) << "config resolution or the estimate built the grammar";
+  EXPECT_EQ(cfg.model.vocab_size, 4097);  // 4096 terminals and <bos>
+  EXPECT_EQ(e.seq_len, 64);
+  const GrammarSize bound = generated_grammar_bound(cfg.task.lano);
+  EXPECT_EQ(bound.rule_symbols, 983280);
+  EXPECT_EQ(item_bytes(e, "task data: the Lano grammar"), grammar_bytes(bound));
+  EXPECT_EQ(item_bytes(e, "lano_acc: the parser's table"), parse_table_bytes(bound, 63));
+
+  // The task builds it, within the bound the estimate used.
+  const auto task = make_task(cfg.task);
+  EXPECT_EQ(generated_grammar_count(), built + 1);
+  const auto& lano = dynamic_cast<const LanoTask&>(*task);
+  const GrammarSize size = grammar_size(lano.grammar());
+  EXPECT_LE(size.rules, bound.rules);
+  EXPECT_LE(size.rule_symbols, bound.rule_symbols);
+  EXPECT_EQ(size.symbols, bound.symbols);
+  EXPECT_LE(size.parser_symbols, bound.parser_symbols);
+  EXPECT_LE(CfgParser(lano.grammar()).num_symbols(), size.parser_symbols);
+  EXPECT_EQ(task->vocab_size(), cfg.model.vocab_size);
+}
+
+// A grammar file is read and measured exactly; the parser's table for lano_acc grows with the longest sentence
+// (task.lano.max_sentence), and a run whose table does not fit is refused naming that key.
+TEST(ResourceEstimate, TheLanoParserTableIsCounted) {
+  const RunConfig cfg = config_from_yaml_string(kLanoModel, {"task.name=lano", "task.context=128"});
+  const ResourceEstimate e = estimate_resources(cfg);
+  const GrammarSize size = grammar_size(dynamic_cast<const LanoTask&>(*make_task(cfg.task)).grammar());
+  EXPECT_EQ(item_bytes(e, "task data: the Lano grammar"), grammar_bytes(size));
+  EXPECT_EQ(item_bytes(e, "lano_acc: the parser's table"), parse_table_bytes(size, 127));
+
+  RunConfig long_samples = config_from_yaml_string(
+      kLanoModel, {"task.name=lano", "task.context=128", "model.max_seq_len=65536", "task.lano.max_sentence=65535",
+                   "train.max_memory_gb=4"});
+  const ResourceEstimate big = estimate_resources(long_samples);
+  EXPECT_EQ(item_bytes(big, "lano_acc: the parser's table"), parse_table_bytes(size, 65535));
+  try {
+    check_resources(big, long_samples);
+    FAIL() << "accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("task.lano.max_sentence"), std::string::npos) << err.what();
+  }
+}
+
+TEST(ResourceEstimateCli, TheIssuesLanoGrammarIsRefusedAndALargeOneDryRuns) {
+  const fs::path dir = fresh_dir("lano");
+  std::string sets;
+  for (const std::string& set : kLanoAtTheMaxima) sets += " --set " + set;
+  for (const std::string flag : {" --dry-run", ""}) {
+    const auto r = test_support::run_cli("train " + source_config("demo.yaml") + flag + sets + " --out " +
+                                         (dir / "run").string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("268500992 rule symbols; allowed: at most 1048576"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir / "run"));
+  }
+  sets.clear();
+  for (const std::string& set : kLanoNearTheLimit) sets += " --set " + set;
+  const auto r = test_support::run_cli("train " + source_config("demo.yaml") + " --dry-run" + sets);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("task data: the Lano grammar and its parser's productions (generated: the most its keys "
+                          "allow)"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 // Lano: the paper's grammar JSON, generated grammars, sentence sampling, the CYK parser, packing and lano_acc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -282,6 +283,68 @@ TEST(TaskLano, GeneratedGrammarHasTheConfiguredShape) {
   cfg.num_sym = 1, cfg.len_min = 2, cfg.len_max = 3, cfg.deg_min = 1, cfg.deg_max = 3;  // only "a a", "a a a"
   const std::string msg = error_of([&] { generate_grammar(cfg); });
   EXPECT_NE(msg.find("task.lano.deg_max"), std::string::npos) << msg;
+}
+
+// FNV-1a over a grammar's levels: sizes, ids, and every rule with its length.
+uint64_t fingerprint(const Grammar& g) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](int64_t v) { h = (h ^ uint64_t(v)) * 1099511628211ULL; };
+  for (const GrammarLevel& level : g.levels) {
+    mix(int64_t(level.ids.size()));
+    for (int id : level.ids) mix(id);
+    for (const auto& rules : level.rules) {
+      mix(int64_t(rules.size()));
+      for (const GrammarRule& r : rules) {
+        mix(int64_t(r.size()));
+        for (int c : r) mix(c);
+      }
+    }
+  }
+  return h;
+}
+
+// generate_grammar looks a symbol's duplicate rules up in a set (issue 25 F3: the linear search it used was
+// quadratic in deg_max). The draws are the same, so the grammars must be too: these fingerprints are of grammars
+// built by the linear-search generator (checked against a copy of it when the set came in).
+TEST(TaskLano, GeneratedGrammarsAreTheOnesTheLinearSearchGave) {
+  std::vector<LanoConfig> configs(4);
+  configs[1].grammar_seed = 7;
+  // 2 symbols, rules of 1..3: 14 distinct rules, up to 12 wanted, so most draws are duplicates
+  configs[2].depth = 3, configs[2].num_sym = 2, configs[2].deg_min = 10, configs[2].deg_max = 12;
+  configs[2].len_min = 1, configs[2].len_max = 3;
+  configs[3].depth = 2, configs[3].num_sym = 64, configs[3].deg_min = 200, configs[3].deg_max = 300;
+  configs[3].len_min = 1, configs[3].len_max = 2;
+  const std::vector<uint64_t> linear_search = {6786429674775957630ULL, 17446904941616671595ULL,
+                                               12606897689961915689ULL, 4993015355175041043ULL};
+  for (size_t i = 0; i < configs.size(); i++)
+    EXPECT_EQ(fingerprint(generate_grammar(configs[i])), linear_search[i]) << "config " << i;
+}
+
+// The size bound the estimate uses holds for what is built, and the keys that would exceed kMaxGrammarRuleSymbols
+// are refused before generation starts (generate_grammar's own check, for callers that skip config resolution).
+TEST(TaskLano, GeneratedGrammarsStayWithinTheirBound) {
+  for (uint64_t seed : {1, 2, 3}) {
+    LanoConfig cfg;
+    cfg.depth = 3, cfg.num_sym = 40, cfg.deg_min = 1, cfg.deg_max = 30, cfg.len_min = 1, cfg.len_max = 6;
+    cfg.grammar_seed = seed;
+    const Grammar g = generate_grammar(cfg);
+    const GrammarSize size = grammar_size(g), bound = generated_grammar_bound(cfg);
+    EXPECT_EQ(size.symbols, bound.symbols);
+    EXPECT_LE(size.rules, bound.rules);
+    EXPECT_LE(size.rule_symbols, bound.rule_symbols);
+    EXPECT_LE(size.parser_symbols, bound.parser_symbols);
+    const int parser_symbols = CfgParser(g).num_symbols();
+    EXPECT_GT(parser_symbols, size.symbols);  // rules of 3..6 symbols need intermediates
+    EXPECT_LE(parser_symbols, size.parser_symbols);
+    EXPECT_GE(parse_table_bytes(size, 100), double(parser_symbols) * 101 * 2 * 8);  // CfgParser::accepts' table
+  }
+  LanoConfig over;
+  over.depth = 2, over.num_sym = 4096, over.deg_min = over.deg_max = 4096, over.len_min = 1, over.len_max = 16;
+  const uint64_t built = generated_grammar_count();
+  const std::string msg = error_of([&] { generate_grammar(over); });
+  EXPECT_NE(msg.find("task.lano.deg_max"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("allowed: at most 1048576"), std::string::npos) << msg;
+  EXPECT_EQ(generated_grammar_count(), built);
 }
 
 TEST(TaskLano, JsonRoundTrip) {
