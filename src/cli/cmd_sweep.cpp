@@ -132,7 +132,9 @@ int run_sweep_command(const SweepArgs& a) {
     return 0;
   }
   const SweepOutcome outcome = run_sweep(spec, runs, options);
-  if (outcome.interrupted) return 130;
+  // The shell's convention for a process ended by a signal, so a caller tells Ctrl-C (130) from a scancel or
+  // kill (SIGTERM: 143) and a closed terminal (SIGHUP: 129).
+  if (outcome.interrupted) return 128 + outcome.stop_signal;
   std::cout << outcome.done << "/" << outcome.total << " runs finished (" << outcome.skipped
             << " already were), " << outcome.failed << " failed; results in " << options.out_dir << "\n";
   for (const auto& f : outcome.failures) std::cout << "  failed: " << f << "\n";

@@ -2,7 +2,9 @@
 // Before anything is allocated the run's memory is estimated (train/resource_estimate.h) and a run that would not
 // fit is refused; --dry-run prints the estimate (memory, parameters, FLOPs, time) and stops there.
 // Started by mpirun / srun --mpi=pmix with N ranks, each process trains its share of every batch
-// (engine/comm/launch.h, docs/cluster.md). A stop signal ends the run after a checkpoint with exit status 75.
+// (engine/comm/launch.h, docs/cluster.md). A stop signal ends the run after a checkpoint with exit status 75; one
+// that arrives after the last step lets it finish (exit 0) and is reported. CANONLAB_PAUSE_AT (train/phases.h)
+// stops the process at a named phase, for tests.
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -26,7 +28,16 @@ struct TrainArgs {
   bool resume = false, quiet = false, dry_run = false, int8 = false, force = false;
 };
 
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
 int run_train(const TrainArgs& a) {
+  // From here to the exit a stop signal is caught (train/stop_signals.h): before and during the last step it stops
+  // the run with a checkpoint, later it lets the run finish.
+  const StopSignals stop_signals;
+  const PhaseHook pause_at = pause_hook_from_environment();
   if (a.int8)
     throw Error("--int8: int8 is post-training quantization for canonlab eval and canonlab generate; training updates "
                 "fp32 weights (train.precision: fp32 | bf16)");
@@ -45,6 +56,8 @@ int run_train(const TrainArgs& a) {
   opt.resume = a.resume;
   opt.force = a.force;
   opt.progress = !a.quiet;
+  opt.stop_signals = &stop_signals;
+  opt.at_phase = pause_at;
   const LaunchEnvironment launch = detect_launch_environment();
   const std::unique_ptr<Communicator> comm = make_communicator(launch, cfg.train.device);
   opt.comm = comm.get();
@@ -59,8 +72,7 @@ int run_train(const TrainArgs& a) {
   } catch (const StoppedBySignal& stop) {
     if (writer)
       std::fprintf(stderr, "\nstopped by %s: checkpoint at step %d written to %s/checkpoints; continue with --resume\n",
-                   sigabbrev_np(stop.signal) ? (std::string("SIG") + sigabbrev_np(stop.signal)).c_str() : "a signal",
-                   stop.step, opt.out_dir.c_str());
+                   signal_name(stop.signal).c_str(), stop.step, opt.out_dir.c_str());
     return kExitStoppedBySignal;
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
@@ -68,7 +80,11 @@ int run_train(const TrainArgs& a) {
     std::fprintf(stderr, "error: rank %d of %d: %s\n", comm->rank(), comm->size(), e.what());
     comm->abort(2);
   }
+  if (pause_at) pause_at("returned", cfg.train.steps);
   if (!writer) return 0;
+  if (const int sig = stop_signals.received())
+    std::fprintf(stderr, "\n%s arrived after the last step: the run finished (its final evaluation and summary are written)\n",
+                 signal_name(sig).c_str());
   std::cout << "\nrun directory: " << opt.out_dir << "\n";
   if (s.contains("eval")) std::cout << "final eval: " << s["eval"].dump() << "\n";
   return 0;

@@ -84,6 +84,7 @@ std::optional<ChildExit> ChildProcess::poll() {
 void ChildProcess::terminate() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);
+  ::kill(pid_, SIGCONT);  // a stopped trainer (Ctrl-Z, a debugger let go) takes its SIGTERM only once it runs again
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;

@@ -193,6 +193,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs,
       }
       active.clear();
       outcome.interrupted = true;
+      outcome.stop_signal = sig;
       overview.draw(views, Clock::now() - sweep_start);
       overview.message(std::string("stopped by ") + strsignal(sig) +
                        "; run the same command again to resume (finished runs are kept, the others continue from "

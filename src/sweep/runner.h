@@ -25,6 +25,7 @@ struct SweepOptions {
 struct SweepOutcome {
   int total = 0, done = 0, failed = 0, skipped = 0;
   bool interrupted = false;
+  int stop_signal = 0;  // interrupted: the signal that stopped the sweep (SIGINT, SIGTERM or SIGHUP)
   std::vector<std::string> failures;  // "name: error"
 };
 

@@ -89,6 +89,7 @@ class SignalForwarder {
     for (const auto& [sig, since] : requested_) {
       if (forwarded_.count(sig) || Clock::now() - since < kGrace || !catches(child, sig)) continue;
       ::kill(child, sig);
+      ::kill(child, SIGCONT);  // a stopped trainer takes the signal only once it runs again
       forwarded_.insert(sig);
     }
   }

@@ -149,6 +149,15 @@ void check_ranks_agree(Communicator& comm, const RunConfig& cfg, const Parameter
 }  // namespace
 
 nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
+  // Caught from the first line to the last: a signal at any moment either stops the run with a checkpoint or lets
+  // it finish, never kills it half-written.
+  std::optional<StopSignals> own_stop_signals;
+  if (options.stop_signals == nullptr) own_stop_signals.emplace();
+  const StopSignals& stop_signals = options.stop_signals ? *options.stop_signals : *own_stop_signals;
+  auto phase = [&](std::string_view name, int steps_done) {
+    if (options.at_phase) options.at_phase(name, steps_done);
+  };
+  phase("start", 0);
   const TrainConfig& tc = cfg.train;
   SingleProcess single;
   Communicator& comm = options.comm ? *options.comm : single;
@@ -194,7 +203,6 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   Arena arena(model->backend().memory());
   ActivationTrace<float> trace;
   Progress progress(tc.steps, options.progress && writer, isatty(STDERR_FILENO), task->metric_names().front());
-  const StopSignals stop_signals;
 
   auto t_start = std::chrono::steady_clock::now();
   double last_loss = writer ? metrics->last_train_loss() : NAN, tokens_done = 0;
@@ -205,6 +213,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   DeviceBuffer<float> folded;  // the running gradient sum between micro-batches
   if (split.micro_batches > 1) folded = DeviceBuffer<float>(params.memory(), params.total());
   if (writer && cursor.step == 0 && tc.checkpoint_every > 0) save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
+  phase("before-first-step", cursor.step);
 
   for (int step = cursor.step; step < tc.steps; step++) {
     const double lr = learning_rate(tc, step);
@@ -226,6 +235,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
         metrics->write({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
                         {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
       if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || last_step) {
+        if (last_step) phase("final-eval", cursor.step);
         last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
         nlohmann::json rec = last_eval;
         rec["step"] = cursor.step;
@@ -237,7 +247,10 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
       if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || last_step || fb.stop_signal)
         save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
     }
-    if (fb.stop_signal && !last_step) {
+    phase("after-step", cursor.step);
+    // A signal polled during the last step stops the run too (its checkpoint holds every step; a resume writes
+    // the summary). One that arrives after the last poll is left to the caller: the run finishes.
+    if (fb.stop_signal) {
       comm.barrier();  // the checkpoint is on disk before any rank reports the stop
       if (writer) progress.finish();
       throw StoppedBySignal{fb.stop_signal, cursor.step};
@@ -250,7 +263,10 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   }
   progress.finish();
   // A run killed after its last checkpoint but before its summary resumes here with no step left to take.
-  if (last_eval.is_null()) last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
+  if (last_eval.is_null()) {
+    phase("final-eval", cursor.step);
+    last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
+  }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
   nlohmann::json summary;
@@ -269,12 +285,14 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   summary["tokens_per_second"] = tokens_done / std::max(elapsed, 1e-9);
   summary["checkpoint"] = latest_model_path(ckpt_dir);
   if (options.probe_at_end) {
+    phase("probe", cursor.step);
     const ProbeResult probe = run_probe(*model, *task, cfg, last_eval);
     if (probe.ipmr) {
       summary["ipmr"] = probe.ipmr_json();
       std::cout << probe.ipmr_text();
     }
   }
+  phase("summary", cursor.step);
   write_text_atomic(out + "/summary.json", summary.dump(2) + "\n");
   return summary;
 }

@@ -8,6 +8,7 @@
 
 #include "config/run_config.h"
 #include "engine/comm/communicator.h"
+#include "train/phases.h"
 #include "train/stop_signals.h"
 
 namespace canonlab {
@@ -23,11 +24,17 @@ struct TrainOptions {
   // The ranks of a data-parallel run (engine/comm/); null = this process alone. Rank 0 writes the run directory
   // (checkpoints, metrics, progress bar, evaluations, summary); the other ranks only compute their share.
   Communicator* comm = nullptr;
+  // The caller's stop-signal guard when it catches signals for longer than train() (the CLI: from its start to its
+  // exit); null = train() catches them itself for its whole duration.
+  const StopSignals* stop_signals = nullptr;
+  // Called at each phase of the run (train/phases.h); the CLI's pauses for CANONLAB_PAUSE_AT, a test's actions.
+  PhaseHook at_phase;
 };
 
 // Runs the whole training described by cfg; returns the summary also written to out_dir/summary.json (on ranks
-// other than 0: {"rank": r}). SIGUSR1, SIGTERM or SIGINT end it after the step in progress with a checkpoint,
-// by throwing StoppedBySignal (train/stop_signals.h).
+// other than 0: {"rank": r}). SIGUSR1, SIGTERM or SIGINT up to and during the last step end it after the step in
+// progress with a checkpoint, by throwing StoppedBySignal (train/stop_signals.h); one that arrives later (final
+// evaluation, probe, summary) lets the run finish, and stop_signals->received() tells the caller it came.
 nlohmann::json train(const RunConfig& cfg, const TrainOptions& options);
 
 }  // namespace canonlab

@@ -5,10 +5,11 @@
 2. `mpirun -np 2 canonlab train configs/E1-Bk0.yaml` (one thread per rank) is bit-identical to one process with
    train.micro_batches=2: every tensor of the final model and optimizer files, every metrics record. The same with
    3 ranks against 3 micro-batches (where the order of a float sum matters) on a tiny model.
-3. Killing rank 1 with SIGKILL mid-run stops the whole job within a minute, with a message naming rank 1; resuming
+3. Killing rank 1 with SIGKILL mid-run stops the whole job (in seconds), with a message naming rank 1; resuming
    with mpirun gives the bits of the uninterrupted run.
 4. SIGUSR1 to mpirun (Slurm's time-limit warning) is forwarded to the ranks: the job writes a checkpoint, exits 75,
    and resuming it on one process with 2 micro-batches gives the bits of the uninterrupted run.
+   In 3 and 4 the ranks wait at a step for the kill or the signal (CANONLAB_PAUSE_AT), never on the clock.
 5. Under a real Slurm (the local one-node cluster of tests/slurm/local-slurm.sh): `srun --mpi=pmix -n 2 canonlab
    train` equals one process with 2 micro-batches; `srun -n 2` without an MPI plugin is refused saying so.
 """
@@ -33,6 +34,34 @@ def mpi_env():
                 "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
                 "OMP_NUM_THREADS": "1"})
     return env
+
+
+def paused_env(phase):
+    """mpi_env() with CANONLAB_PAUSE_AT: each rank stops itself (SIGSTOP) at that phase of the run."""
+    env = mpi_env()
+    env["CANONLAB_PAUSE_AT"] = phase
+    return env
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat (T: stopped), or None when the process is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2]
+
+
+def signal_pending(pid, sig):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(("SigPnd:", "ShdPnd:")) and (int(line.split()[1], 16) >> (sig - 1)) & 1:
+                    return True
+    except OSError:
+        pass
+    return False
 
 
 def mpirun(n, *args, bind=True):
@@ -153,38 +182,36 @@ class DataParallel(unittest.TestCase):
                 return int(pid)
         return None
 
-    def _wait_for_step(self, run_dir, step, proc, timeout=300):
-        deadline = time.time() + timeout
+    def _wait_for_paused_ranks(self, run_dir, proc, n=2, guard=300):
+        """The pids of the n ranks once all are stopped at their pause point (CANONLAB_PAUSE_AT). The guard only
+        ends a hang: a working build gets there in seconds."""
+        deadline = time.time() + guard
         while time.time() < deadline:
             if proc.poll() is not None:
-                self.fail("the job ended before step %d: %s" % (step, proc.stdout.read()))
-            try:
-                with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-                    done = [json.loads(l)["step"] for l in f if l.endswith("\n")]
-                if done and max(done) >= step:
-                    return
-            except (OSError, ValueError):
-                pass
+                self.fail("the job ended before its ranks paused: %s" % proc.stdout.read())
+            pids = [self._rank_pid(run_dir, r) for r in range(n)]
+            if all(p is not None and process_state(p) == "T" for p in pids):
+                return pids
             time.sleep(0.05)
-        self.fail("step %d not reached in %d s" % (step, timeout))
+        self.fail("the ranks did not pause within %d s" % guard)
 
     def test_3_a_killed_rank_stops_the_job_and_the_resume_is_bit_exact(self):
         sets = TINY_SETS + ["train.steps=300", "train.checkpoint_every=20"]
         clean, killed = fresh("kill_clean"), fresh("kill_resumed")
         code, out = run(train_cmd("demo.yaml", clean, sets + ["train.micro_batches=2"]))
         self.assertEqual(code, 0, out)
-        proc = subprocess.Popen(mpirun(2, *train_cmd("demo.yaml", killed, sets)), env=mpi_env(),
+        # Both ranks stop themselves after step 50 (CANONLAB_PAUSE_AT); rank 1 dies there, rank 0 goes on alone.
+        proc = subprocess.Popen(mpirun(2, *train_cmd("demo.yaml", killed, sets)), env=paused_env("after-step:50"),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._wait_for_step(killed, 50, proc)
-        pid = self._rank_pid(killed, 1)
-        self.assertIsNotNone(pid, "rank 1's process not found")
-        os.kill(pid, signal.SIGKILL)
+        rank0, rank1 = self._wait_for_paused_ranks(killed, proc)
+        os.kill(rank1, signal.SIGKILL)
+        os.kill(rank0, signal.SIGCONT)
         started = time.time()
         try:
-            output, _ = proc.communicate(timeout=60)
+            output, _ = proc.communicate(timeout=300)  # a hang guard: measured 2 s
         except subprocess.TimeoutExpired:
             proc.kill()
-            self.fail("the job did not stop within 60 s of rank 1's death")
+            self.fail("the job did not stop within 300 s of rank 1's death")
         self.assertNotEqual(proc.returncode, 0, output)
         self.assertRegex(output, r"rank 1\b", output)
         print("killed rank 1: the job stopped in %.1f s; mpirun said: %s" % (
@@ -200,10 +227,16 @@ class DataParallel(unittest.TestCase):
         clean, stopped = fresh("usr1_clean"), fresh("usr1_stopped")
         code, out = run(train_cmd("demo.yaml", clean, sets + ["train.micro_batches=2"]))
         self.assertEqual(code, 0, out)
-        proc = subprocess.Popen(mpirun(2, *train_cmd("demo.yaml", stopped, sets)), env=mpi_env(),
+        # The ranks wait stopped after step 40 until mpirun has passed the warning on to both, then go on.
+        proc = subprocess.Popen(mpirun(2, *train_cmd("demo.yaml", stopped, sets)), env=paused_env("after-step:40"),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._wait_for_step(stopped, 40, proc)
+        ranks = self._wait_for_paused_ranks(stopped, proc)
         proc.send_signal(signal.SIGUSR1)
+        deadline = time.time() + 120
+        while not all(signal_pending(pid, signal.SIGUSR1) for pid in ranks) and time.time() < deadline:
+            time.sleep(0.02)
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
         output, _ = proc.communicate(timeout=120)
         self.assertEqual(proc.returncode, 75, output)
         self.assertIn("stopped by SIGUSR1: checkpoint at step", output)

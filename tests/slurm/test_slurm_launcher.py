@@ -5,7 +5,7 @@ Scenarios, run at the same time on the one cluster (the node declares 8 CPUs) be
   a. a 2 x 3 grid submitted as an array (2 runs per task) finishes, equals the local launcher's results (final
      checkpoints byte-equal, metrics without wall-clock fields equal), `--status` shows 6 done, re-submitting
      submits nothing, and `canonlab report` reads the directory;
-  b. a run cancelled by `scancel` while it trains shows as stopped, a second submission while it is still queued
+  b. a run cancelled by `scancel` while it trains (paused after step 20: CANONLAB_PAUSE_AT) shows as stopped, a second submission while it is still queued
      submits nothing, and the re-submission resumes it from a step > 0 to the uninterrupted result;
   c. the time-limit warning: quick variant `scancel --signal=USR1 --batch JOB` (deterministic), and a real
      `--time=1` with `--signal-lead 50` (Slurm looks at time limits every 30 s: the warning comes 10-40 s into
@@ -114,8 +114,11 @@ class Canonlab:
     def __init__(self, binary, env):
         self.binary, self.env = binary, env
 
-    def run(self, *args, check_rc=True):
-        r = subprocess.run([self.binary] + list(args), env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    def run(self, *args, check_rc=True, pause_at=None):
+        env = dict(self.env)
+        if pause_at:  # the trainers of a job submitted now stop themselves there (train/phases.h)
+            env["CANONLAB_PAUSE_AT"] = pause_at
+        r = subprocess.run([self.binary] + list(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=120)
         if check_rc and r.returncode != 0:
             raise RuntimeError("canonlab %s exited %d:\n%s" % (" ".join(args), r.returncode, r.stdout))
@@ -126,8 +129,8 @@ class Canonlab:
                                 stderr=subprocess.STDOUT, text=True)
 
 
-def submit(canonlab, sweep_file, out, *extra):
-    r = canonlab.run("sweep", sweep_file, "--launcher", "slurm", "--out", out, *extra)
+def submit(canonlab, sweep_file, out, *extra, pause_at=None):
+    r = canonlab.run("sweep", sweep_file, "--launcher", "slurm", "--out", out, *extra, pause_at=pause_at)
     m = re.search(r"submitted job (\d+):", r.stdout)
     if not m:
         raise RuntimeError("no job id in the submission's output:\n" + r.stdout)
@@ -152,6 +155,16 @@ def wait_for(what, condition, timeout, poll=0.5):
             return True
         time.sleep(poll)
     return check(False, "timed out after %d s waiting for %s" % (timeout, what))
+
+
+def paused_trainer(run_dir):
+    """The pid of a trainer of run_dir stopped at its pause point (state T in /proc/PID/stat), or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        args = (read("/proc/%s/cmdline" % pid) or b"").split(b"\0")
+        stat = (read("/proc/%s/stat" % pid) or b"").decode(errors="replace")
+        if b"train" in args and any(run_dir.encode() in a for a in args) and stat[stat.rfind(")") + 2:][:1] == "T":
+            return int(pid)
+    return None
 
 
 def checkpoint_step(run_dir):
@@ -257,15 +270,16 @@ def scenarios(canonlab, env, sweeps):
     timed_job, _ = submit(canonlab, long_file, timed, "--time", "1", "--signal-lead", "50")
     grid_job, grid_out = submit(canonlab, grid_file, grid, "--runs-per-task", "2")
     check("3 array task(s)" in grid_out, "the 6-run grid with --runs-per-task 2 is not 3 array tasks:\n" + grid_out)
-    killed_job, _ = submit(canonlab, medium_file, killed)
-    warned_job, _ = submit(canonlab, medium_file, warned)
+    # Their trainers wait stopped after step 20 (its checkpoint written) for the scancel: no race with the clock.
+    killed_job, _ = submit(canonlab, medium_file, killed, pause_at="after-step:20")
+    warned_job, _ = submit(canonlab, medium_file, warned, pause_at="after-step:20")
     # The local launcher's results, trained meanwhile.
     references = [canonlab.start("sweep", f, "--jobs", "1", "--out", os.path.join(sweeps, "ref-" + n))
                   for f, n in ((grid_file, "grid"), (medium_file, "medium"), (long_file, "long"))]
 
     # b: scancel while training, after a checkpoint.
     killed_run = os.path.join(killed, "runs", "seed=5")
-    wait_for("the run of job %s to train past step 20" % killed_job, lambda: checkpoint_step(killed_run) >= 20, 120, 0.1)
+    wait_for("the run of job %s to pause after step 20" % killed_job, lambda: paused_trainer(killed_run), 120, 0.1)
     again = canonlab.run("sweep", medium_file, "--launcher", "slurm", "--out", killed)
     check("nothing to submit" in again.stdout and "1 pending or running in Slurm" in again.stdout,
           "a second submission while the run trains did not leave it alone:\n" + again.stdout)
@@ -273,7 +287,7 @@ def scenarios(canonlab, env, sweeps):
     log("scancel %s" % killed_job)
     # c, quick variant: the time-limit warning by hand.
     warned_run = os.path.join(warned, "runs", "seed=5")
-    wait_for("the run of job %s to train past step 20" % warned_job, lambda: checkpoint_step(warned_run) >= 20, 120, 0.1)
+    wait_for("the run of job %s to pause after step 20" % warned_job, lambda: paused_trainer(warned_run), 120, 0.1)
     subprocess.run(["scancel", "--signal=USR1", "--batch", warned_job], env=env, check=True, timeout=30)
     log("scancel --signal=USR1 --batch %s" % warned_job)
 

@@ -1,7 +1,7 @@
 // Data-parallel training and gradient accumulation without a launcher: how a batch is split, that micro-batches
 // fold their gradients left in order (the bits N MPI ranks must reproduce; tests/mpi/ checks the ranks themselves),
-// that the split changes only the last bits of a run, which launcher a process was started by, and the graceful
-// stop on SIGUSR1 / SIGTERM that Slurm's time-limit warning and scancel send.
+// that the split changes only the last bits of a run, and which launcher a process was started by. The graceful stop
+// on SIGUSR1 / SIGTERM that Slurm's time-limit warning and scancel send is tested in test_stop_signals.cpp.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -16,11 +16,10 @@
 #include <map>
 #include <thread>
 
-#include "cli_runner.h"
+#include "run_records.h"
 #include "config/config.h"
 #include "engine/comm/launch.h"
 #include "engine/comm/tcp_bootstrap.h"
-#include "io/safetensors.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -44,18 +43,6 @@ std::string temp_dir(const std::string& name) {
   return p.string();
 }
 
-std::vector<nlohmann::json> train_records(const std::string& dir) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(dir + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    j.erase("tokens_per_s");
-    j.erase("elapsed_s");
-    out.push_back(j);
-  }
-  return out;
-}
-
 void run(const RunConfig& cfg, const std::string& dir, bool resume = false) {
   TrainOptions o;
   o.out_dir = dir;
@@ -63,14 +50,6 @@ void run(const RunConfig& cfg, const std::string& dir, bool resume = false) {
   o.progress = false;
   o.probe_at_end = false;
   train(cfg, o);
-}
-
-// Every tensor of a safetensors file, by name, as raw bytes.
-std::map<std::string, std::vector<std::byte>> tensors(const std::string& path) {
-  const SafetensorsFile f = read_safetensors(path);
-  std::map<std::string, std::vector<std::byte>> out;
-  for (const TensorEntry& t : f.tensors) out[t.name] = t.data;
-  return out;
 }
 
 TEST(DataParallel, BatchSplitCoversTheGlobalBatchInRankThenMicroBatchOrder) {
@@ -158,7 +137,7 @@ TEST(DataParallel, TwoMicroBatchesTrackOne) {
   const std::string one = temp_dir("one"), two = temp_dir("two");
   run(demo_config({}), one);
   run(demo_config({"train.micro_batches=2"}), two);
-  const auto a = train_records(one), b = train_records(two);
+  const auto a = test_support::metrics_records(one), b = test_support::metrics_records(two);
   ASSERT_EQ(a.size(), b.size());
   bool any_difference = false;
   for (size_t i = 0; i < a.size(); i++) {
@@ -291,51 +270,6 @@ TEST(DataParallel, RendezvousHandsRankZerosBlobToEveryRank) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("could not reach rank 0 at 127.0.0.1:"), std::string::npos) << e.what();
   }
-}
-
-// SIGUSR1 (Slurm's warning) mid-run: the run writes a checkpoint at the step it was in, exits 75 and says so;
-// resumed, it ends with the bits of an uninterrupted run.
-TEST(DataParallel, StopSignalCheckpointsExits75AndTheResumeIsBitExact) {
-  const std::string stopped = temp_dir("stopped"), clean = temp_dir("clean");
-  const std::string config = std::string(CANONLAB_SOURCE_DIR) + "/configs/demo.yaml";
-  const std::string sets = " --set train.steps=400 --set train.batch_size=8 --set train.threads=1 --set model.d_model=32"
-                           " --set model.n_layers=2 --set train.log_every=1 --set train.eval_every=0"
-                           " --set train.checkpoint_every=0 --set probe.n_sequences=8 --quiet";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const std::string cmd = std::string(CANONLAB_BINARY) + " train " + config + " --out " + stopped + sets + " > " +
-                            stopped + "/../dp_stopped.log 2>&1";
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    ::_exit(127);
-  }
-  // Wait for a few logged steps, then send the warning.
-  for (int i = 0; i < 600; i++) {
-    std::ifstream in(stopped + "/metrics.jsonl");
-    int lines = 0;
-    for (std::string line; std::getline(in, line);) lines++;
-    if (lines >= 20) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGUSR1);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  std::ifstream log(stopped + "/../dp_stopped.log");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(WEXITSTATUS(status), kExitStoppedBySignal) << text;
-  EXPECT_NE(text.find("stopped by SIGUSR1: checkpoint at step"), std::string::npos) << text;
-  EXPECT_FALSE(fs::exists(stopped + "/summary.json")) << "the run stopped before its end (400 steps)";
-  EXPECT_TRUE(fs::exists(stopped + "/checkpoints/latest.json"));
-
-  const auto resumed = test_support::run_cli("train " + config + " --out " + stopped + sets + " --resume");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  const auto uninterrupted = test_support::run_cli("train " + config + " --out " + clean + sets);
-  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
-  EXPECT_EQ(train_records(stopped), train_records(clean));
-  const std::string final_model = "/checkpoints/step_00000400.model.safetensors";
-  EXPECT_EQ(tensors(stopped + final_model), tensors(clean + final_model));
-  fs::remove(stopped + "/../dp_stopped.log");
-  for (const std::string& d : {stopped, clean}) fs::remove_all(d);
 }
 
 }  // namespace

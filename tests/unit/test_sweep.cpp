@@ -6,6 +6,7 @@
 
 #include "text_presets_data.h"
 #include "cli_runner.h"
+#include "process_support.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -154,36 +155,17 @@ std::string finished_line(int done, int total, int skipped, int failed) {
 }
 
 // Starts the binary without waiting, so the test can kill it; output goes to log_path.
-pid_t spawn_canonlab(const std::vector<std::string>& args, const fs::path& log_path) {
-  std::vector<std::string> storage = {CANONLAB_BINARY};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : storage) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, CANONLAB_BINARY, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
+pid_t spawn_canonlab(const std::vector<std::string>& args, const fs::path& log_path,
+                     const std::vector<std::string>& env = {}) {
+  return test_support::spawn_canonlab(args, log_path, env);
 }
 
 // Live (not zombie) processes whose command line mentions `needle`: a trainer left behind by a killed sweep.
 std::vector<pid_t> live_processes_mentioning(const std::string& needle) {
   std::vector<pid_t> found;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_text(e.path() / "cmdline");
-    for (char& c : cmdline)
-      if (c == '\0') c = ' ';
-    if (!contains(cmdline, needle)) continue;
-    const std::string stat = read_text(e.path() / "stat");
-    const size_t paren = stat.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') continue;
-    found.push_back(std::stoi(pid));
+  for (pid_t pid : test_support::processes_mentioning(needle)) {
+    const char state = test_support::process_state(pid);
+    if (state != 0 && state != 'Z') found.push_back(pid);
   }
   return found;
 }
@@ -547,9 +529,10 @@ TEST_F(SweepPlacementGrid, KilledMidwayAndResumedEqualsTheUninterruptedSweep) {
   }
   if (!killed) std::cout << "NOTE: the sweep ended before a run was caught mid-way; only the skip path was tested\n";
 
-  // The trainers die with the sweep (PR_SET_PDEATHSIG); give the kernel a moment to deliver it.
+  // The trainers die with the sweep (PR_SET_PDEATHSIG); give the kernel a moment to deliver it (the bound only
+  // guards against a hang: they are gone within milliseconds).
   std::vector<pid_t> orphans;
-  for (int i = 0; i < 250; i++) {
+  for (int i = 0; i < 3000; i++) {
     orphans = live_processes_mentioning(dir_b.string() + "/runs/");
     if (orphans.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -672,6 +655,37 @@ TEST(SweepFailure, ARunWithMetricsButNoCheckpointIsTrainedAfreshAndItsFilesKept)
   for (const auto& e : fs::directory_iterator(run / "superseded")) aside.push_back(e.path());
   ASSERT_EQ(aside.size(), 1u);
   EXPECT_EQ(read_text(aside[0] / "metrics.jsonl"), metrics);
+}
+
+// A stop signal to the sweep while a run trains: the trainer is stopped with a checkpoint after the step in progress
+// (even one that was itself stopped, SIGSTOP, when the signal came), the run is recorded interrupted, and the sweep
+// exits 128 + the signal's number as a shell reports it (SIGTERM 143, SIGINT 130, SIGHUP 129); run again, it
+// resumes the run from that checkpoint. The trainer waits paused at step 5 (CANONLAB_PAUSE_AT) for the signal.
+TEST(SweepSignal, EachStopSignalEndsTheSweepWith128PlusItsNumberAndTheRunResumes) {
+  TempDir dir;
+  const std::string sweep_file = write_sweep(dir, tiny_set() + "axes:\n  - key: seed\n    values: [0]\n");
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    SCOPED_TRACE(sigabbrev_np(sig));
+    const fs::path out = dir / ("out_" + std::string(sigabbrev_np(sig)));
+    const pid_t sweep = spawn_canonlab({"sweep", sweep_file, "--jobs", "1", "--out", out.string()}, out.string() + ".log",
+                                       {"CANONLAB_PAUSE_AT=after-step:5"});
+    ASSERT_GT(sweep, 0);
+    const std::vector<pid_t> trainers = test_support::wait_for_stopped_processes((out / "runs").string());
+    ASSERT_EQ(trainers.size(), 1u) << "the run never paused at step 5:\n" << read_text(out.string() + ".log");
+    ::kill(sweep, sig);
+    EXPECT_EQ(test_support::wait_exit_code(sweep), 128 + sig) << read_text(out.string() + ".log");
+    const fs::path run = out / "runs" / "seed=0";
+    EXPECT_EQ(run_state(run), "interrupted");
+    EXPECT_EQ(checkpoint_step(run), 6) << "the trainer stops after the step in progress, with a checkpoint";
+    EXPECT_TRUE(contains(read_text(run / "train.log"), "stopped by SIGTERM: checkpoint at step 6"))
+        << read_text(run / "train.log");
+    if (sig == SIGTERM) {
+      const Result rerun = run_sweep(sweep_file, out);
+      ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+      EXPECT_TRUE(contains(read_text(run / "train.log"), "resuming from step 6")) << read_text(run / "train.log");
+      EXPECT_TRUE(run_finished(run));
+    }
+  }
 }
 
 TEST(SweepGridChange, AChangedGridIsRefusedUnlessForcedAndForceRedoesOnlyTheChangedRuns) {
