@@ -76,11 +76,13 @@ void BM_attention_forward(benchmark::State& state) {
   const int Tn = int(state.range(0)), ld = 3 * kC;
   auto qkv = random_floats((size_t)kB * Tn * ld, 1);
   std::vector<float> out((size_t)kB * Tn * kC), probs((size_t)kB * kH * Tn * Tn);
+  std::vector<float> softmax_state(attention_state_size(kB, Tn, kH));
+  std::vector<float> scratch(attention_scratch_size(Tn, omp_get_max_threads()));
   const float scale = 1.0f / std::sqrt(float(kD));
   for (auto _ : state) {
-    if (Fast)
-      attention_forward(out.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld,
-                        (const float*)nullptr, 0, kB, Tn, kH, kD, scale);
+    if (Fast)  // as in training: the softmax state only, no probabilities
+      attention_forward(out.data(), softmax_state.data(), (float*)nullptr, qkv.data(), qkv.data() + kC,
+                        qkv.data() + 2 * kC, ld, (const float*)nullptr, 0, kB, Tn, kH, kD, scale, scratch.data());
     else
       attention_forward_naive(out.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld,
                               (const float*)nullptr, 0, kB, Tn, kH, kD, scale);
@@ -95,13 +97,15 @@ void BM_attention_backward(benchmark::State& state) {
   auto qkv = random_floats((size_t)kB * Tn * ld, 1), dout = random_floats((size_t)kB * Tn * kC, 2);
   std::vector<float> out((size_t)kB * Tn * kC), probs((size_t)kB * kH * Tn * Tn), dqkv((size_t)kB * Tn * ld);
   std::vector<float> scratch(attention_scratch_size(Tn, omp_get_max_threads()));
+  std::vector<float> softmax_state(attention_state_size(kB, Tn, kH));
   const float scale = 1.0f / std::sqrt(float(kD));
-  attention_forward(out.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld,
-                    (const float*)nullptr, 0, kB, Tn, kH, kD, scale);
+  attention_forward(out.data(), softmax_state.data(), probs.data(), qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC,
+                    ld, (const float*)nullptr, 0, kB, Tn, kH, kD, scale, scratch.data());
   for (auto _ : state) {
     if (Fast)
-      attention_backward(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(), qkv.data(),
-                         qkv.data() + kC, qkv.data() + 2 * kC, ld, 0, kB, Tn, kH, kD, scale, scratch.data());
+      attention_backward(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), softmax_state.data(),
+                         qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld, (const float*)nullptr, 0, kB, Tn, kH,
+                         kD, scale, scratch.data());
     else
       attention_backward_naive(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC, ld, dout.data(), probs.data(),
                                qkv.data(), qkv.data() + kC, qkv.data() + 2 * kC, ld, 0, kB, Tn, kH, kD, scale,

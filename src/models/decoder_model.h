@@ -47,10 +47,22 @@ class DecoderModel final : public LanguageModel<T> {
     for (int l : cfg.canon.cross_layer.layers)
       cross_[size_t(l)] = std::make_unique<CanonLayer<T>>(store_, "cross_layer." + std::to_string(l), C,
                                                           cross_layer_canon_config(cfg.canon.cross_layer), cfg.norm_eps);
+    // A backend that lacks an op the config needs refuses it here, before the one parameter allocation.
+    check_supported(*backend_, backend_->name(), needs());
     // Drawn on the host, adjusted there, then uploaded: the initial weights are the same on every device.
     std::vector<T> initial = store_.initial_values(seed);
     for (auto& block : blocks_) block->mixer().after_init(initial);
     store_.finalize(backend_->memory(), initial, backend_->precision() == Precision::bf16);
+  }
+
+  // Every op group the model needs from its backend, with the module and setting that needs it
+  // (engine/backend/capabilities.h): the core ops, then each block's mixer and Canon layers, then cross-layer Canon.
+  std::vector<OpNeed> needs() const {
+    std::vector<OpNeed> out = {{OpGroup::core, "every model (embeddings, linear layers, norms, loss, AdamW)"}};
+    for (const auto& block : blocks_) block->needs(out);
+    for (const auto& cross : cross_)
+      if (cross) cross->needs(out);
+    return out;
   }
 
   const T* forward(StepContext<T>& ctx, const int* tokens, int B, int Tn) override {

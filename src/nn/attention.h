@@ -48,7 +48,7 @@ class Attention final : public SequenceMixer<T> {
   // window: 0 = full causal attention, w > 0 = sliding window of w keys. Not read from cfg.attention.window:
   // whether a layer is windowed is decided by the model assembly, which passes the size here.
   Attention(ParameterStore<T>& store, const std::string& name, int layer, const ModelConfig& cfg, int window = 0)
-      : name_(name), probs_name_(name + ".probs"), layer_(layer), C_(cfg.d_model), H_(cfg.n_heads),
+      : name_(name), state_name_(name + ".softmax_state"), layer_(layer), C_(cfg.d_model), H_(cfg.n_heads),
         D_(cfg.d_model / cfg.n_heads), window_(window) {
     const AttentionConfig& a = cfg.attention;
     for (int l : a.key_shift.layers)
@@ -107,19 +107,31 @@ class Attention final : public SequenceMixer<T> {
       be.sign_forward_rows(qkv_score_, C3, qkv_pos_, C3, N, 2 * C_);                  // q | k
       be.copy_rows(qkv_score_ + 2 * C_, C3, qkv_pos_ + 2 * C_, C3, N, C_);             // v unchanged
     }
-    const T* slopes = slopes_.empty() ? nullptr : ctx.upload(std::span<const T>(slopes_));
+    slopes_dev_ = slopes_.empty() ? nullptr : ctx.upload(std::span<const T>(slopes_));
     attn_out_ = ctx.arena.template alloc<T>(size_t(N) * C_);
+    const size_t n_state = be.attention_state_size(B, Tn, H_);
+    state_ = ctx.arena.template alloc<T>(n_state);
+    // The (B, H, T, T) probabilities exist only when a probe looks at them; training keeps the softmax state, which
+    // grows with T, and the scratch is given back before the next module runs.
     const size_t n_probs = size_t(B) * H_ * Tn * Tn;
-    probs_ = ctx.arena.template alloc<T>(n_probs);
-    be.attention_forward(attn_out_, probs_, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3, slopes, window_, B,
-                         Tn, H_, D_, scale());
-    if (ctx.on_attention_probs) {
+    T* probs = ctx.on_attention_probs ? ctx.arena.template alloc<T>(n_probs) : nullptr;
+    const Arena::Mark before_scratch = ctx.arena.mark();
+    T* scratch = ctx.arena.template alloc<T>(be.attention_scratch_size(Tn));
+    be.attention_forward(attn_out_, state_, probs, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3, slopes_dev_,
+                         window_, B, Tn, H_, D_, scale(), scratch);
+    ctx.arena.release(before_scratch);
+    if (probs) {
       std::vector<T> host;
-      ctx.on_attention_probs(layer_, host_view(ctx.arena.memory(), probs_, n_probs, host).data(), B, H_, Tn);
+      ctx.on_attention_probs(layer_, host_view(ctx.arena.memory(), probs, n_probs, host).data(), B, H_, Tn);
     }
-    ctx.record(probs_name_, probs_, n_probs);
+    ctx.record(state_name_, state_, n_state);
     o_proj_->forward(be, y, C_, attn_out_, C_, N);
     ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  void needs(std::vector<OpNeed>& out) const override {
+    out.push_back({OpGroup::attention, name_ + " " + std::string("(model.family / model.layer_pattern)")});
+    if (canon_b_) canon_b_->needs(out);
   }
 
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
@@ -129,8 +141,8 @@ class Attention final : public SequenceMixer<T> {
     o_proj_->backward(be, dattn, C_, dy, C_, attn_out_, C_, N);
     T* dqkv = ctx.arena.template alloc<T>(size_t(N) * C3);
     T* scratch = ctx.arena.template alloc<T>(be.attention_scratch_size(Tn));
-    be.attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, probs_, qkv_score_, qkv_score_ + C_,
-                          qkv_score_ + 2 * C_, C3, window_, B, Tn, H_, D_, scale(), scratch);
+    be.attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, state_, qkv_score_, qkv_score_ + C_,
+                          qkv_score_ + 2 * C_, C3, slopes_dev_, window_, B, Tn, H_, D_, scale(), scratch);
     if (sign_ste_) be.sign_ste_backward_rows(dqkv, C3, dqkv, C3, qkv_pos_, C3, N, 2 * C_, ste_clipped_);
     if (rope_) {
       be.rope_backward(dqkv, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
@@ -239,7 +251,7 @@ class Attention final : public SequenceMixer<T> {
     return key_shift_ == 0 && q_proj_->followed_in_memory_by(*k_proj_) && k_proj_->followed_in_memory_by(*v_proj_);
   }
 
-  std::string name_, probs_name_;
+  std::string name_, state_name_;
   int layer_, C_, H_, D_;
   int window_ = 0;  // 0 = full causal
   int key_shift_ = 0;
@@ -258,7 +270,8 @@ class Attention final : public SequenceMixer<T> {
   T* qkv_pos_ = nullptr;
   T* qkv_score_ = nullptr;
   T* attn_out_ = nullptr;
-  T* probs_ = nullptr;
+  T* state_ = nullptr;             // the softmax state attention_backward reads (Backend::attention_state_size)
+  const T* slopes_dev_ = nullptr;  // ALiBi slopes in the step's arena, or null
 };
 
 }  // namespace canonlab

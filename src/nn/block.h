@@ -19,6 +19,14 @@ namespace canonlab {
 template <class T>
 class Block {
  public:
+  // What the block needs from the backend beyond the core ops: its mixer's and its Canon layers'.
+  void needs(std::vector<OpNeed>& out) const {
+    mixer_->needs(out);
+    if (canon_a_) canon_a_->needs(out);
+    if (canon_c_) canon_c_->needs(out);
+    if (mlp_) mlp_->needs(out);
+  }
+
   using MixerFactory = std::function<std::unique_ptr<SequenceMixer<T>>(ParameterStore<T>&)>;
 
   // Parameters register in the order attn_norm, canon_a, the mixer (make_mixer names it), mlp_norm, canon_c, mlp.

@@ -26,6 +26,12 @@ enum class Activation { none, silu, elu };
 template <class T>
 class CanonLayer {
  public:
+  // What this layer needs from the backend (engine/backend/capabilities.h).
+  void needs(std::vector<OpNeed>& out) const {
+    out.push_back({OpGroup::canon, name_ + " (model.canon.set)"});
+    if (dynamic_) out.push_back({OpGroup::dynamic_canon, name_ + " (model.canon.dynamic)"});
+  }
+
   CanonLayer(ParameterStore<T>& store, const std::string& name, int channels, const CanonConfig& cfg, double norm_eps)
       : name_(name),
         channels_(channels),

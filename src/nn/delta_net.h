@@ -66,13 +66,19 @@ class DeltaNetMixer final : public SequenceMixer<T> {
                             beta_scale_);
     o_ = a.template alloc<T>(size_t(N) * Vd_);
     if (naive_) {
-      be.delta_rule_forward_naive(o_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
+      canonlab::delta_rule_forward_naive(o_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
     } else {
       states_ = a.template alloc<T>(be.delta_rule_states_size(B, Tn, H_, K_, V_, chunk_));
       be.delta_rule_forward_chunked(o_, states_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale(), chunk_);
     }
     output_->forward(ctx, y, o_, x, N);
     ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  void needs(std::vector<OpNeed>& out) const override {
+    out.push_back({OpGroup::delta_rule, name_ + " (model.family / model.layer_pattern)"});
+    if (naive_) out.push_back({OpGroup::reference_scans, name_ + " (model.recurrent.kernel: naive)"});
+    inputs_->needs(out);
   }
 
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
@@ -88,7 +94,8 @@ class DeltaNetMixer final : public SequenceMixer<T> {
     T* dbeta = a.template alloc<T>(size_t(N) * H_);
     T* dg = gated_ ? a.template alloc<T>(size_t(N) * H_) : nullptr;
     if (naive_)
-      be.delta_rule_backward_naive(dq, dk, dv, dbeta, dg, do_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
+      canonlab::delta_rule_backward_naive(dq, dk, dv, dbeta, dg, do_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_,
+                                          scale());
     else
       be.delta_rule_backward_chunked(dq, dk, dv, dbeta, dg, do_, states_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_,
                                      scale(), chunk_);

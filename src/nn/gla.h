@@ -57,13 +57,19 @@ class GlaMixer final : public SequenceMixer<T> {
     be.gla_gate_forward(gk_, gk_logit_, size_t(N) * Kd_, normalizer_, clamp_min_);
     o_ = a.template alloc<T>(size_t(N) * Vd_);
     if (naive_) {
-      be.gla_forward_naive(o_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
+      canonlab::gla_forward_naive(o_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
     } else {
       states_ = a.template alloc<T>(be.gla_states_size(B, Tn, H_, K_, V_, chunk_));
       be.gla_forward_chunked(o_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
     }
     output_->forward(ctx, y, o_, x, N);
     ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  void needs(std::vector<OpNeed>& out) const override {
+    out.push_back({OpGroup::gla, name_ + " (model.family / model.layer_pattern)"});
+    if (naive_) out.push_back({OpGroup::reference_scans, name_ + " (model.recurrent.kernel: naive)"});
+    inputs_->needs(out);
   }
 
   void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) override {
@@ -78,7 +84,7 @@ class GlaMixer final : public SequenceMixer<T> {
     T* dv = a.template alloc<T>(size_t(N) * Vd_);
     T* dg = a.template alloc<T>(size_t(N) * Kd_);
     if (naive_)
-      be.gla_backward_naive(dq, dk, dv, dg, do_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
+      canonlab::gla_backward_naive(dq, dk, dv, dg, do_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
     else
       be.gla_backward_chunked(dq, dk, dv, dg, do_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
     // gate: gk = clamp(logsigmoid(l) / normalizer)

@@ -93,7 +93,7 @@ class Mamba2Mixer final : public SequenceMixer<T> {
     be.ssd_decay_rates(A_, A_log_.value(), H);
     ssm_out_ = a.template alloc<T>(size_t(N) * Di);
     if (naive_) {
-      be.ssd_forward_naive(ssm_out_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
+      canonlab::ssd_forward_naive(ssm_out_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
     } else {
       states_ = a.template alloc<T>(be.ssd_states_size(B, Tn, H, P, s_.d_state, chunk_));
       be.ssd_forward_chunked(ssm_out_, states_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state, chunk_);
@@ -105,6 +105,12 @@ class Mamba2Mixer final : public SequenceMixer<T> {
                              GateOrder::gate_then_norm);
     out_proj_->forward(be, y, C_, normed_, Di, N);
     ctx.record(name_, y, size_t(N) * C_);
+  }
+
+  void needs(std::vector<OpNeed>& out) const override {
+    out.push_back({OpGroup::mamba2, name_ + " (model.family / model.layer_pattern)"});
+    if (naive_) out.push_back({OpGroup::reference_scans, name_ + " (model.recurrent.kernel: naive)"});
+    if (canon_b_) canon_b_->needs(out);
   }
 
   void backward(StepContext<T>& ctx, T* du, const T* dout, int B, int Tn) override {
@@ -124,7 +130,8 @@ class Mamba2Mixer final : public SequenceMixer<T> {
     T* dC = a.template alloc<T>(size_t(N) * GN);
     T* dA = a.template alloc<T>(H);
     if (naive_)
-      be.ssd_backward_naive(dx, ddt, dA, dB, dC, dy, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
+      canonlab::ssd_backward_naive(dx, ddt, dA, dB, dC, dy, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups,
+                                   s_.d_state);
     else
       be.ssd_backward_chunked(dx, ddt, dA, dB, dC, dy, states_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups,
                               s_.d_state, chunk_);

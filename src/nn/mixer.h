@@ -5,7 +5,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "engine/backend/capabilities.h"
 #include "engine/error.h"
 #include "nn/context.h"
 
@@ -24,6 +26,9 @@ class SequenceMixer {
   virtual void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) = 0;
   // dy: (B, T, C) -> dx: (B, T, C) written; parameter gradients accumulate.
   virtual void backward(StepContext<T>& ctx, T* dx, const T* dy, int B, int Tn) = 0;
+  // The op groups this mixer needs from the backend (engine/backend/capabilities.h), each with the setting that
+  // asks for it; the model checks them before its parameters are allocated.
+  virtual void needs(std::vector<OpNeed>& out) const = 0;
   // Called once on the host copy of the initial values (ParameterStore::initial_values) before they are uploaded:
   // inits that relate several tensors (mimetic init). Param::in(values) finds a tensor in it.
   virtual void after_init(std::span<T> values) {}

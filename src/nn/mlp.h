@@ -19,6 +19,10 @@ enum class MlpKind { gelu, swiglu, relu2 };
 template <class T>
 class Mlp {
  public:
+  void needs(std::vector<OpNeed>& out) const {
+    if (canon_d_) canon_d_->needs(out);
+  }
+
   Mlp(ParameterStore<T>& store, const std::string& name, const ModelConfig& cfg)
       : name_(name), C_(cfg.d_model), hidden_(cfg.mlp.hidden_dim) {
     kind_ = cfg.mlp.kind == "swiglu" ? MlpKind::swiglu : cfg.mlp.kind == "relu2" ? MlpKind::relu2 : MlpKind::gelu;

@@ -22,6 +22,10 @@ namespace canonlab {
 template <class T>
 class QkvInputs {
  public:
+  void needs(std::vector<OpNeed>& out) const {
+    if (canon_b_) canon_b_->needs(out);
+  }
+
   QkvInputs(ParameterStore<T>& store, const std::string& name, const ModelConfig& cfg, int key_width, int value_width,
             bool silu_without_conv)
       : C_(cfg.d_model), Kd_(key_width), Vd_(value_width), W_(2 * key_width + value_width),

@@ -81,9 +81,10 @@ class ArenaTally {
 class StepArena {
  public:
   // fp32: dynamic Canon takes the backend's low-rank op (the CPU's, fp32 only), which keeps no offsets Δ
-  StepArena(const ModelConfig& m, double B, double T, int threads, bool fp32)
+  // keep_probs: a probe's forward, which asks attention for its (B, H, T, T) probabilities
+  StepArena(const ModelConfig& m, double B, double T, int threads, bool fp32, bool keep_probs = false)
       : m_(m), B_(B), T_(T), N_(B * T), n_(B * T * m.d_model), threads_(threads), lowrank_dynamic_(fp32),
-        letters_(mixer_letters(m)) {}
+        keep_probs_(keep_probs), letters_(mixer_letters(m)) {}
 
   // The batch uploaded to the device (StepContext::upload): tokens, and for the loss its targets and mask, 4 bytes
   // each (train/step.h, eval/evaluate.cpp; the probes upload tokens only).
@@ -255,11 +256,15 @@ class StepArena {
     if (m_.attention.scoring == "sign_ste") alloc(3 * n_);
     if (m_.attention.position == "alibi") alloc(m_.n_heads);  // the slopes, uploaded
     alloc(n_);
-    alloc(B_ * m_.n_heads * T_ * T_);  // probabilities, kept for backward
+    alloc(B_ * m_.n_heads * T_ * 2);                       // the softmax state, kept for backward
+    if (keep_probs_) alloc(B_ * m_.n_heads * T_ * T_);     // the probabilities, for the probe that asked
+    const double mark = arena_.mark();
+    alloc(double(threads_) * 2 * T_ * T_);                 // attention_scratch_size, given back after the op
+    arena_.release(mark);
   }
   void attention_backward(int layer) {
     alloc(n_), alloc(3 * n_);
-    alloc(double(threads_) * T_ * T_);  // attention_scratch_size
+    alloc(double(threads_) * 2 * T_ * T_);  // attention_scratch_size
     if (has_canon(m_, 'B')) alloc(3 * n_), canon_backward(3.0 * m_.d_model);
     if (key_shifted(layer) || m_.attention.qkv_bias) alloc(n_);  // q, k, v not one GEMM
   }
@@ -372,6 +377,7 @@ class StepArena {
   double B_, T_, N_, n_;
   int threads_;
   bool lowrank_dynamic_;
+  bool keep_probs_;
   std::string letters_;
   ArenaTally arena_;
 };
@@ -429,13 +435,15 @@ std::string parameter_keys(const ModelConfig& m) {
 }
 
 // The keys behind the activation arena, with the one that makes it large named first where one does.
-std::string arena_keys(const ModelConfig& m, double B, double T, const std::string& seq_key, double arena) {
+std::string arena_keys(const ModelConfig& m, double B, double T, int threads, const std::string& seq_key,
+                       double arena) {
   const std::string letters = mixer_letters(m);
-  const double attention_layers = double(std::ranges::count_if(letters, is_attention_letter));
-  const double scores = attention_layers * B * m.n_heads * T * T * kFloat;
+  // Attention keeps T numbers per head and query row; its (T, T) panels exist per thread, one layer at a time.
+  const bool attention = std::ranges::any_of(letters, is_attention_letter);
+  const double scores = attention ? 2.0 * threads * T * T * kFloat : 0;
   const double logits = 2 * B * T * double(m.vocab_size) * kFloat;
   std::string keys = "train.batch_size, " + seq_key;
-  if (scores > 0.25 * arena) keys += " (attention scores grow with T^2), model.n_heads";
+  if (scores > 0.25 * arena) keys += " (attention's per-thread panels grow with T^2)";
   if (logits > 0.25 * arena) keys += ", model.vocab_size";
   keys += ", model.d_model, model.n_layers";
   if (std::ranges::any_of(letters, [&](char l) { return layer_has_mlp(m, l); })) keys += ", model.mlp.hidden_dim";
@@ -524,8 +532,8 @@ double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, in
   return step.high_water();
 }
 
-double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, bool with_loss, bool fp32) {
-  StepArena step(model, batch, seq_len, 1, fp32);
+double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool with_loss, bool fp32) {
+  StepArena step(model, batch, seq_len, threads, fp32, /*keep_probs=*/!with_loss);  // the probes' forwards: no loss
   step.upload_batch(with_loss);
   step.forward();
   if (with_loss) step.loss(false);
@@ -598,19 +606,22 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
     const int micro_rows = t.batch_size / std::max(1, t.micro_batches);
     e.training_arena_bytes = training_arena_bytes(m, micro_rows, e.seq_len, e.threads, fp32);
     if (t.micro_batches > 1)
-      e.training_arena_bytes = std::max(e.training_arena_bytes, forward_arena_bytes(m, t.batch_size, e.seq_len, true, fp32));
+      e.training_arena_bytes = std::max(e.training_arena_bytes,
+                                        forward_arena_bytes(m, t.batch_size, e.seq_len, e.threads, true, fp32));
     add(t.micro_batches > 1 ? "activation arena: one micro-batch's forward + backward (evaluation reuses it)"
                             : "activation arena: one training step, forward + backward (evaluation reuses it)",
-        e.training_arena_bytes, arena_keys(m, B, T, seq_key, e.training_arena_bytes) + (t.micro_batches > 1 ? ", train.micro_batches" : ""),
+        e.training_arena_bytes,
+        arena_keys(m, B, T, e.threads, seq_key, e.training_arena_bytes) +
+            (t.micro_batches > 1 ? ", train.micro_batches" : ""),
         running);
     add("training batch", batch_bytes(B, T), batch_keys, running);
     if (t.micro_batches > 1)
       add("gradient accumulation: the running sum of the micro-batches' gradients (fp32)", P * kFloat,
           model_keys + ", train.micro_batches", whole_run);
   } else {
-    e.eval_arena_bytes = forward_arena_bytes(m, t.batch_size, e.seq_len, true, fp32);
+    e.eval_arena_bytes = forward_arena_bytes(m, t.batch_size, e.seq_len, e.threads, true, fp32);
     add("activation arena: one evaluation forward pass", e.eval_arena_bytes,
-        arena_keys(m, B, T, seq_key, e.eval_arena_bytes), running);
+        arena_keys(m, B, T, e.threads, seq_key, e.eval_arena_bytes), running);
   }
   if (bf16)  // as floats: the emulated path's size, twice the native path's bf16 storage
     add("bf16 GEMM operands, converted (the largest GEMM's two inputs)", bf16_gemm_scratch_elements(m, B * T) * kFloat,
@@ -630,13 +641,13 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   const double probe_rows = std::min(B, double(cfg.probe.n_sequences));
   if (ipmr) {
     add("IPMR probe: its own forward arena and batch",
-        forward_arena_bytes(m, int(probe_rows), e.seq_len, false, fp32) + batch_bytes(probe_rows, T),
+        forward_arena_bytes(m, int(probe_rows), e.seq_len, e.threads, false, fp32) + batch_bytes(probe_rows, T),
         "train.batch_size, probe.n_sequences, " + seq_key + ", model.d_model, model.n_layers", running);
     if (purpose == Purpose::probe) {
       // canonlab probe's pictures: the default 2 examples x 5 heads of T x T maps, kept as floats and as JSON.
       const double maps = 2.0 * 5 * T * T;
       add("attention maps of the probe (2 examples x 5 heads)",
-          maps * (kFloat + 48) + forward_arena_bytes(m, 2, e.seq_len, false, fp32),
+          maps * (kFloat + 48) + forward_arena_bytes(m, 2, e.seq_len, e.threads, false, fp32),
           seq_key + ", model.d_model, model.n_layers", running);
     }
   }

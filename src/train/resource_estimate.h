@@ -62,7 +62,9 @@ double available_memory_bytes();
 uint64_t count_parameters(const ModelConfig& model);
 // fp32: train.precision is fp32 (dynamic Canon then keeps no offsets on the CPU, nn/dynamic_canon.h)
 double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool fp32 = true);
-double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, bool with_loss, bool fp32 = true);
+// with_loss: training and evaluation forwards; without: the probes', which keep attention's probabilities
+double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool with_loss,
+                           bool fp32 = true);
 
 struct TimeEstimate {
   double gemm_gflops = 0;   // measured: this machine's float GEMM rate through the engine's own GEMM (oneDNN)

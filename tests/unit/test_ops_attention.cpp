@@ -1,6 +1,7 @@
 // attention: fast (per-(b, h) GEMMs, block-causal) against naive in float on a fused, padded qkv buffer, with and
 // without a sliding window; finite differences in double for both; probs are a causal (windowed) softmax with exact
-// zeros outside each query's keys; a window of Tn or more is full attention bit for bit.
+// zeros outside each query's keys; a window of Tn or more is full attention bit for bit. The fast forward keeps only
+// each row's softmax state for backward and gives the same bits whether or not it is asked for the probabilities.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -49,8 +50,20 @@ TEST_P(OpsAttentionFastVsNaive, MatchesInFloat) {
   const float *q = qkv.data(), *k = q + C, *v = q + 2 * C;
 
   std::vector<float> out1(rows * C), out2(rows * C), P1((size_t)p.B * p.H * p.Tn * p.Tn, 9.f), P2(P1.size(), 9.f);
-  attention_forward(out1.data(), P1.data(), q, k, v, ld, sp, p.window, p.B, p.Tn, p.H, p.D, scale);
+  std::vector<float> state(attention_state_size(p.B, p.Tn, p.H), 9.f);
+  attention_forward(out1.data(), state.data(), P1.data(), q, k, v, ld, sp, p.window, p.B, p.Tn, p.H, p.D, scale,
+                    (float*)nullptr);
   attention_forward_naive(out2.data(), P2.data(), q, k, v, ld, sp, p.window, p.B, p.Tn, p.H, p.D, scale);
+  // NaN scratch: the fast kernels must never read an entry of it that they have not written in this call
+  std::vector<float> scratch(attention_scratch_size(p.Tn, omp_get_max_threads()),
+                             std::numeric_limits<float>::quiet_NaN());
+  {  // without probabilities (training): the same output and state, bit for bit
+    std::vector<float> out3(rows * C), state3(state.size(), 5.f);
+    attention_forward(out3.data(), state3.data(), (float*)nullptr, q, k, v, ld, sp, p.window, p.B, p.Tn, p.H, p.D,
+                      scale, scratch.data());
+    EXPECT_EQ(std::memcmp(out3.data(), out1.data(), out1.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(state3.data(), state.data(), state.size() * sizeof(float)), 0);
+  }
   auto c = compare(P1.data(), P2.data(), P1.size(), 1e-5, 1e-7);
   EXPECT_TRUE(c.ok) << "probs " << c.message;
   c = compare(out1.data(), out2.data(), out1.size(), 1e-5, 1e-6);
@@ -73,11 +86,9 @@ TEST_P(OpsAttentionFastVsNaive, MatchesInFloat) {
 
   auto dout = random_vector<float>(rows * C, 2);
   std::vector<float> d1(rows * ldd, 7.f), d2(rows * ldd, 7.f);
-  // NaN scratch: the fast backward must never read an entry of it that it has not written in this call
-  std::vector<float> scratch(attention_scratch_size(p.Tn, omp_get_max_threads()),
-                             std::numeric_limits<float>::quiet_NaN());
-  attention_backward(d1.data(), d1.data() + C, d1.data() + 2 * C, ldd, dout.data(), P2.data(), q, k, v, ld, p.window,
-                     p.B, p.Tn, p.H, p.D, scale, scratch.data());
+  std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
+  attention_backward(d1.data(), d1.data() + C, d1.data() + 2 * C, ldd, dout.data(), state.data(), q, k, v, ld, sp,
+                     p.window, p.B, p.Tn, p.H, p.D, scale, scratch.data());
   attention_backward_naive(d2.data(), d2.data() + C, d2.data() + 2 * C, ldd, dout.data(), P2.data(), q, k, v, ld,
                            p.window, p.B, p.Tn, p.H, p.D, scale, (float*)nullptr);
   for (int which = 0; which < 3; which++) {
@@ -121,21 +132,22 @@ void gradcheck_attention(int B, int Tn, int H, int D, bool alibi, int window, si
   auto qkv = random_vector(rows * ld, 31, -1.5, 1.5), r = random_vector(rows * C, 32);
   std::vector<double> slopes = {0.5, 0.125, 0.03};
   const double* sp = alibi ? slopes.data() : nullptr;
-  std::vector<double> out(rows * C), P((size_t)B * H * Tn * Tn);
+  std::vector<double> out(rows * C), P((size_t)B * H * Tn * Tn), state(attention_state_size(B, Tn, H));
+  std::vector<double> scratch(attention_scratch_size(Tn, omp_get_max_threads()));
   auto loss = [&] {
-    if (Fast)
-      attention_forward(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld, sp, window, B, Tn, H,
-                        D, scale);
+    if (Fast)  // as in training: no probabilities, the softmax state only
+      attention_forward(out.data(), state.data(), (double*)nullptr, qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld,
+                        sp, window, B, Tn, H, D, scale, scratch.data());
     else
       attention_forward_naive(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld, sp, window, B,
                               Tn, H, D, scale);
     return test::dot(out, r);
   };
   loss();
-  std::vector<double> dqkv(rows * ld, 0.0), scratch(attention_scratch_size(Tn, omp_get_max_threads()));
+  std::vector<double> dqkv(rows * ld, 0.0);
   if (Fast)
-    attention_backward(dqkv.data(), dqkv.data() + C, dqkv.data() + 2 * C, ld, r.data(), P.data(), qkv.data(),
-                       qkv.data() + C, qkv.data() + 2 * C, ld, window, B, Tn, H, D, scale, scratch.data());
+    attention_backward(dqkv.data(), dqkv.data() + C, dqkv.data() + 2 * C, ld, r.data(), state.data(), qkv.data(),
+                       qkv.data() + C, qkv.data() + 2 * C, ld, sp, window, B, Tn, H, D, scale, scratch.data());
   else
     attention_backward_naive(dqkv.data(), dqkv.data() + C, dqkv.data() + 2 * C, ld, r.data(), P.data(), qkv.data(),
                              qkv.data() + C, qkv.data() + 2 * C, ld, window, B, Tn, H, D, scale, scratch.data());
@@ -181,14 +193,16 @@ void check_wide_window_is_full(bool fast) {
   const T slopes[] = {T(0.25), T(0.0625)};
   const T *q = qkv.data(), *k = q + C, *v = q + 2 * C;
   std::vector<T> scratch(attention_scratch_size(Tn, omp_get_max_threads()));
+  std::vector<T> state(attention_state_size(B, Tn, H));
   auto run = [&](int window, std::vector<T>& out, std::vector<T>& P, std::vector<T>& d) {
     out.assign(rows * C, T(0));
     P.assign((size_t)B * H * Tn * Tn, T(0));
     d.assign(rows * ld, T(0));
     if (fast) {
-      attention_forward(out.data(), P.data(), q, k, v, ld, slopes, window, B, Tn, H, D, scale);
-      attention_backward(d.data(), d.data() + C, d.data() + 2 * C, ld, dout.data(), P.data(), q, k, v, ld, window, B,
-                         Tn, H, D, scale, scratch.data());
+      attention_forward(out.data(), state.data(), P.data(), q, k, v, ld, slopes, window, B, Tn, H, D, scale,
+                        scratch.data());
+      attention_backward(d.data(), d.data() + C, d.data() + 2 * C, ld, dout.data(), state.data(), q, k, v, ld, slopes,
+                         window, B, Tn, H, D, scale, scratch.data());
     } else {
       attention_forward_naive(out.data(), P.data(), q, k, v, ld, slopes, window, B, Tn, H, D, scale);
       attention_backward_naive(d.data(), d.data() + C, d.data() + 2 * C, ld, dout.data(), P.data(), q, k, v, ld,
@@ -222,9 +236,9 @@ TEST(OpsAttention, WindowOneCopiesValues) {
   const int B = 2, Tn = 67, H = 2, D = 3, C = H * D, ld = 3 * C;
   const size_t rows = (size_t)B * Tn;
   auto qkv = random_vector<float>(rows * ld, 51, -3, 3);
-  std::vector<float> out(rows * C), P((size_t)B * H * Tn * Tn, 9.f);
-  attention_forward(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld, (const float*)nullptr, 1,
-                    B, Tn, H, D, 1.0f);
+  std::vector<float> out(rows * C), P((size_t)B * H * Tn * Tn, 9.f), state(attention_state_size(B, Tn, H));
+  attention_forward(out.data(), state.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, ld,
+                    (const float*)nullptr, 1, B, Tn, H, D, 1.0f, (float*)nullptr);
   for (int bh = 0; bh < B * H; bh++)
     for (int t = 0; t < Tn; t++)
       for (int s = 0; s < Tn; s++)
@@ -239,14 +253,14 @@ TEST(OpsAttention, AlibiPenalisesDistance) {
   std::vector<float> qkv(Tn * 3 * C, 0.f);
   for (int t = 0; t < Tn; t++) qkv[t * 3 * C + C] = float(t);  // keys vary, but q = 0 hides them
   float slope = 0.5f;
-  std::vector<float> out(Tn * C), P(Tn * Tn);
-  attention_forward(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, 3 * C, &slope, 0, 1, Tn, H,
-                    D, 1.0f);
+  std::vector<float> out(Tn * C), P(Tn * Tn), state(attention_state_size(1, Tn, H));
+  attention_forward(out.data(), state.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, 3 * C, &slope,
+                    0, 1, Tn, H, D, 1.0f, (float*)nullptr);
   double z = 1 + std::exp(-0.5) + std::exp(-1.0) + std::exp(-1.5);
   EXPECT_NEAR(P[3 * Tn + 3], 1 / z, 1e-6);
   EXPECT_NEAR(P[3 * Tn + 0], std::exp(-1.5) / z, 1e-6);
-  attention_forward(out.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, 3 * C, (const float*)nullptr,
-                    0, 1, Tn, H, D, 1.0f);
+  attention_forward(out.data(), state.data(), P.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, 3 * C,
+                    (const float*)nullptr, 0, 1, Tn, H, D, 1.0f, (float*)nullptr);
   for (int s = 0; s < Tn; s++) EXPECT_NEAR(P[3 * Tn + s], 0.25, 1e-6);
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/backend/capabilities.h"
 #include "engine/backend/memory.h"
 #include "engine/error.h"
 #include "engine/ops/adamw/adamw.h"
@@ -26,8 +27,10 @@ namespace canonlab {
 // weights, gradient reductions, AdamW moments, norms, softmax and the loss stay fp32.
 enum class Precision { fp32, bf16 };
 
+// The per-step reference recurrences of the linear families (model.recurrent.kernel: naive) are not ops of the seam:
+// they are test references on host memory, which a module calls directly where supports(OpGroup::reference_scans).
 template <class T>
-class Backend {
+class Backend : public BackendCapabilities {
  public:
   virtual ~Backend() = default;
   Backend() = default;
@@ -65,14 +68,19 @@ class Backend {
   // ---- attention (engine/ops/attention, engine/ops/rope) ----
   virtual void rope_forward(T* x, int ld, int B, int Tn, int H, int D, int rope_dim, double base) = 0;
   virtual void rope_backward(T* dx, int ld, int B, int Tn, int H, int D, int rope_dim, double base) = 0;
-  // probs: (B, H, Tn, Tn), kept for backward and read by probes
-  virtual void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int ld_qkv,
-                                 const T* alibi_slopes, int window, int B, int Tn, int H, int D, T scale) = 0;
-  // Elements of scratch attention_backward needs (need not be initialised).
+  // Elements of the state attention_forward keeps for backward: what this backend saves of the softmax (the CPU:
+  // each query row's max and 1/sum), never a (Tn, Tn) matrix per head, so training memory grows with T, not T².
+  virtual size_t attention_state_size(int B, int Tn, int H) const = 0;
+  // Elements of scratch attention_forward and attention_backward need (need not be initialised).
   virtual size_t attention_scratch_size(int Tn) const = 0;
-  virtual void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* probs, const T* q,
-                                  const T* k, const T* v, int ld_qkv, int window, int B, int Tn, int H, int D, T scale,
-                                  T* scratch) = 0;
+  // state: attention_state_size(B, Tn, H), written; probs: (B, H, Tn, Tn) written only when not null (a probe
+  // asks to look at them); forward's output and state are the same bits either way.
+  virtual void attention_forward(T* out, T* state, T* probs, const T* q, const T* k, const T* v, int ld_qkv,
+                                 const T* alibi_slopes, int window, int B, int Tn, int H, int D, T scale,
+                                 T* scratch) = 0;
+  virtual void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* state, const T* q,
+                                  const T* k, const T* v, int ld_qkv, const T* alibi_slopes, int window, int B, int Tn,
+                                  int H, int D, T scale, T* scratch) = 0;
 
   // ---- convolutions (engine/ops/canon_conv, engine/ops/short_conv) ----
   virtual void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int C, int K, int G) = 0;
@@ -162,10 +170,6 @@ class Backend {
   virtual void ssd_backward_chunked(T* dx, T* ddt, T* dA, T* dB, T* dC, const T* dy, const T* states, const T* x,
                                     const T* dt, const T* A, const T* Bm, const T* Cm, int B, int Tn, int H, int P,
                                     int G, int N, int chunk) = 0;
-  virtual void ssd_forward_naive(T* y, const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int B, int Tn,
-                                 int H, int P, int G, int N) = 0;
-  virtual void ssd_backward_naive(T* dx, T* ddt, T* dA, T* dB, T* dC, const T* dy, const T* x, const T* dt,
-                                  const T* A, const T* Bm, const T* Cm, int B, int Tn, int H, int P, int G, int N) = 0;
   virtual void mamba2_split_forward(T* x, T* Bm, T* Cm, T* z, T* dt, const T* xbc, int ld_xbc, const T* mixed,
                                     const T* dt_bias, int N, int Dp, int Di, int GN, int CD, int H) = 0;
   virtual void ssd_decay_rates(T* A, const T* A_log, int H) = 0;
@@ -183,10 +187,6 @@ class Backend {
   virtual void gla_backward_chunked(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* states, const T* q,
                                     const T* k, const T* v, const T* g, int B, int Tn, int H, int K, int V, T scale,
                                     int chunk) = 0;
-  virtual void gla_forward_naive(T* o, const T* q, const T* k, const T* v, const T* g, int B, int Tn, int H, int K,
-                                 int V, T scale) = 0;
-  virtual void gla_backward_naive(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* q, const T* k, const T* v,
-                                  const T* g, int B, int Tn, int H, int K, int V, T scale) = 0;
   virtual void gla_feature_forward(T* q, T* k, T* v, const T* qkv, int N, int Kd, int Vd, FeatureMap fm) = 0;
   virtual void gla_feature_backward(T* dqkv, const T* dq, const T* dk, const T* dv, const T* qkv, int N, int Kd,
                                     int Vd, FeatureMap fm) = 0;
@@ -201,11 +201,6 @@ class Backend {
   virtual void delta_rule_backward_chunked(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, const T* states,
                                            const T* q, const T* k, const T* v, const T* beta, const T* g, int B,
                                            int Tn, int H, int K, int V, T scale, int chunk) = 0;
-  virtual void delta_rule_forward_naive(T* o, const T* q, const T* k, const T* v, const T* beta, const T* g, int B,
-                                        int Tn, int H, int K, int V, T scale) = 0;
-  virtual void delta_rule_backward_naive(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, const T* q, const T* k,
-                                         const T* v, const T* beta, const T* g, int B, int Tn, int H, int K, int V,
-                                         T scale) = 0;
   virtual void delta_inputs_forward(T* q, T* k, T* v, T* q_rstd, T* k_rstd, T* beta, T* g, const T* qkv,
                                     const T* beta_logit, const T* a_logit, const T* A_log, const T* dt_bias, int N,
                                     int H, int K, int Vd, double beta_scale) = 0;

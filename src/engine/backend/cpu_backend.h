@@ -19,13 +19,11 @@
 #include "engine/ops/cross_entropy/masked.h"
 #include "engine/ops/delta_rule/chunked.h"
 #include "engine/ops/delta_rule/inputs.h"
-#include "engine/ops/delta_rule/naive.h"
 #include "engine/ops/elementwise/elementwise.h"
 #include "engine/ops/embedding/fast.h"
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "engine/ops/gla/chunked.h"
 #include "engine/ops/gla/gates.h"
-#include "engine/ops/gla/naive.h"
 #include "engine/ops/int8_linear/fast.h"
 #include "engine/ops/linear/bf16.h"
 #include "engine/ops/linear/fast.h"
@@ -34,13 +32,12 @@
 #include "engine/ops/short_conv/short_conv.h"
 #include "engine/ops/ssd/chunked.h"
 #include "engine/ops/ssd/mamba2_io.h"
-#include "engine/ops/ssd/naive.h"
 #include "engine/threads.h"
 
 namespace canonlab {
 
 template <class T>
-class CpuBackend final : public Backend<T> {
+class CpuBackend : public Backend<T> {
  public:
   explicit CpuBackend(Precision precision = Precision::fp32) : precision_(precision) {
     CANONLAB_CHECK((precision == Precision::fp32 || std::is_same_v<T, float>),
@@ -51,6 +48,8 @@ class CpuBackend final : public Backend<T> {
   DeviceMemory& memory() override { return host_memory(); }
   Precision precision() const override { return precision_; }
   std::string name() const override { return "cpu"; }
+  // The reference backend runs everything, the reference scans on its host memory included.
+  bool supports(OpGroup) const override { return true; }
 
   // Free kernels and these methods share names; `canonlab::` picks the kernel.
   void linear_forward(T* y, int ldy, const T* x, int ldx, const T* w, const T* b, int N, int IN, int OUT) override {
@@ -102,15 +101,19 @@ class CpuBackend final : public Backend<T> {
   void rope_backward(T* dx, int ld, int B, int Tn, int H, int D, int rope_dim, double base) override {
     canonlab::rope_backward(dx, ld, B, Tn, H, D, rope_dim, base);
   }
-  void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int ld_qkv, const T* alibi_slopes,
-                         int window, int B, int Tn, int H, int D, T scale) override {
-    canonlab::attention_forward(out, probs, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D, scale);
+  size_t attention_state_size(int B, int Tn, int H) const override {
+    return canonlab::attention_state_size(B, Tn, H);
   }
   size_t attention_scratch_size(int Tn) const override { return canonlab::attention_scratch_size(Tn, thread_count()); }
-  void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* probs, const T* q, const T* k,
-                          const T* v, int ld_qkv, int window, int B, int Tn, int H, int D, T scale,
-                          T* scratch) override {
-    canonlab::attention_backward(dq, dk, dv, ld_dqkv, dout, probs, q, k, v, ld_qkv, window, B, Tn, H, D, scale, scratch);
+  void attention_forward(T* out, T* state, T* probs, const T* q, const T* k, const T* v, int ld_qkv,
+                         const T* alibi_slopes, int window, int B, int Tn, int H, int D, T scale, T* scratch) override {
+    canonlab::attention_forward(out, state, probs, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D, scale, scratch);
+  }
+  void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* state, const T* q, const T* k,
+                          const T* v, int ld_qkv, const T* alibi_slopes, int window, int B, int Tn, int H, int D,
+                          T scale, T* scratch) override {
+    canonlab::attention_backward(dq, dk, dv, ld_dqkv, dout, state, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D,
+                                 scale, scratch);
   }
 
   void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int C, int K, int G) override {
@@ -227,14 +230,6 @@ class CpuBackend final : public Backend<T> {
                             int chunk) override {
     canonlab::ssd_backward_chunked(dx, ddt, dA, dB, dC, dy, states, x, dt, A, Bm, Cm, B, Tn, H, P, G, N, chunk);
   }
-  void ssd_forward_naive(T* y, const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int B, int Tn, int H,
-                         int P, int G, int N) override {
-    canonlab::ssd_forward_naive(y, x, dt, A, Bm, Cm, B, Tn, H, P, G, N);
-  }
-  void ssd_backward_naive(T* dx, T* ddt, T* dA, T* dB, T* dC, const T* dy, const T* x, const T* dt, const T* A,
-                          const T* Bm, const T* Cm, int B, int Tn, int H, int P, int G, int N) override {
-    canonlab::ssd_backward_naive(dx, ddt, dA, dB, dC, dy, x, dt, A, Bm, Cm, B, Tn, H, P, G, N);
-  }
   void mamba2_split_forward(T* x, T* Bm, T* Cm, T* z, T* dt, const T* xbc, int ld_xbc, const T* mixed,
                             const T* dt_bias, int N, int Dp, int Di, int GN, int CD, int H) override {
     canonlab::mamba2_split_forward(x, Bm, Cm, z, dt, xbc, ld_xbc, mixed, dt_bias, N, Dp, Di, GN, CD, H);
@@ -264,14 +259,6 @@ class CpuBackend final : public Backend<T> {
                             const T* v, const T* g, int B, int Tn, int H, int K, int V, T scale, int chunk) override {
     canonlab::gla_backward_chunked(dq, dk, dv, dg, dout, states, q, k, v, g, B, Tn, H, K, V, scale, chunk);
   }
-  void gla_forward_naive(T* o, const T* q, const T* k, const T* v, const T* g, int B, int Tn, int H, int K, int V,
-                         T scale) override {
-    canonlab::gla_forward_naive(o, q, k, v, g, B, Tn, H, K, V, scale);
-  }
-  void gla_backward_naive(T* dq, T* dk, T* dv, T* dg, const T* dout, const T* q, const T* k, const T* v, const T* g,
-                          int B, int Tn, int H, int K, int V, T scale) override {
-    canonlab::gla_backward_naive(dq, dk, dv, dg, dout, q, k, v, g, B, Tn, H, K, V, scale);
-  }
   void gla_feature_forward(T* q, T* k, T* v, const T* qkv, int N, int Kd, int Vd, FeatureMap fm) override {
     canonlab::gla_feature_forward(q, k, v, qkv, N, Kd, Vd, fm);
   }
@@ -299,15 +286,6 @@ class CpuBackend final : public Backend<T> {
                                    int V, T scale, int chunk) override {
     canonlab::delta_rule_backward_chunked(dq, dk, dv, dbeta, dg, dout, states, q, k, v, beta, g, B, Tn, H, K, V, scale,
                                           chunk);
-  }
-  void delta_rule_forward_naive(T* o, const T* q, const T* k, const T* v, const T* beta, const T* g, int B, int Tn,
-                                int H, int K, int V, T scale) override {
-    canonlab::delta_rule_forward_naive(o, q, k, v, beta, g, B, Tn, H, K, V, scale);
-  }
-  void delta_rule_backward_naive(T* dq, T* dk, T* dv, T* dbeta, T* dg, const T* dout, const T* q, const T* k,
-                                 const T* v, const T* beta, const T* g, int B, int Tn, int H, int K, int V,
-                                 T scale) override {
-    canonlab::delta_rule_backward_naive(dq, dk, dv, dbeta, dg, dout, q, k, v, beta, g, B, Tn, H, K, V, scale);
   }
   void delta_inputs_forward(T* q, T* k, T* v, T* q_rstd, T* k_rstd, T* beta, T* g, const T* qkv, const T* beta_logit,
                             const T* a_logit, const T* A_log, const T* dt_bias, int N, int H, int K, int Vd,

@@ -298,6 +298,11 @@ struct FlashParams<Flash<DPT, TPQ>> {
 
 constexpr int kProbThreads = 128;
 
+// Dynamic shared memory for a row of D floats, rounded up to whole 16-byte quads, in case the compiler reads the row
+// in 4-float vector loads: memcheck on an H200 reported a 12-byte read out of bounds at the row's first byte
+// (0x580: 1 KiB reserved + this kernel's 384 static bytes) under a D = 1 test case (issue 26; to be confirmed there).
+inline size_t row_shared_bytes(int D) { return size_t((D + 3) / 4 * 4) * sizeof(float); }
+
 // one block per (query t, b·h): scores, softmax and the P·V row, each loop over keys in a fixed assignment
 __global__ void probs_forward_kernel(float* out, float* probs, const float* q, const float* k, const float* v, int ld,
                                      const float* slopes, int window, int Tn, int H, int D, float scale) {
@@ -450,7 +455,7 @@ void attention_forward(CudaStream stream, float* out, float* probs, const float*
   window = effective_window(window, Tn);
   check_probe_grid(B, H);
   const dim3 grid(unsigned(Tn), unsigned(B * H));
-  probs_forward_kernel<<<grid, kProbThreads, size_t(D) * sizeof(float), stream>>>(out, probs, q, k, v, ld_qkv,
+  probs_forward_kernel<<<grid, kProbThreads, row_shared_bytes(D), stream>>>(out, probs, q, k, v, ld_qkv,
                                                                                   alibi_slopes, window, Tn, H, D,
                                                                                   scale);
   CANONLAB_CUDA_CHECK_LAUNCH();
@@ -468,7 +473,7 @@ void attention_backward(CudaStream stream, float* dq, float* dk, float* dv, int 
   window = effective_window(window, Tn);
   check_probe_grid(B, H);
   const dim3 grid(unsigned(Tn), unsigned(B * H));
-  probs_dq_kernel<<<grid, kProbThreads, size_t(D) * sizeof(float), stream>>>(dq, ld_dqkv, scratch, dout, probs, k, v,
+  probs_dq_kernel<<<grid, kProbThreads, row_shared_bytes(D), stream>>>(dq, ld_dqkv, scratch, dout, probs, k, v,
                                                                              ld_qkv, window, Tn, H, D, scale);
   CANONLAB_CUDA_CHECK_LAUNCH();
   probs_dkdv_kernel<<<grid, kProbThreads, 0, stream>>>(dk, dv, ld_dqkv, scratch, dout, probs, q, ld_qkv, window, Tn, H,
