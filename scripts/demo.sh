@@ -87,3 +87,8 @@ print("  IPMR says where a head looks, not how it found the place; to see how th
       "  on shorter sequences: build/canonlab eval runs/demo/induction --set task.n_symbols=8\n"
       "  (configs/demo-induction.yaml says what that shows)")
 EOF
+
+# The same runs from Python: the package canonlab goes into .venv (scripts/install-python.sh; docs/python.md).
+scripts/install-python.sh
+echo "  From Python (.venv/bin/python): import canonlab; run = canonlab.Run('runs/demo/induction');"
+echo "  run.eval_metrics; run.model().attention(tokens)  -- docs/python.md, docs/notebooks/quickstart.ipynb"

@@ -5,13 +5,14 @@
 # prepare, and clang for the fuzz tests. Needs root or sudo.
 set -euo pipefail
 # libsentencepiece-dev trains and runs the BPE and unigram tokenizers of `canonlab data prepare`.
+# python3-dev: the headers the Python package's extension compiles against (scripts/install-python.sh).
 # openmpi-bin and libopenmpi-dev: the MPI communicator of data-parallel training (`mpirun -np N canonlab train`).
 # slurmctld, slurmd, slurm-client and munge: the local one-node Slurm cluster the Slurm launcher's tests start
 # (tests/slurm/); the product itself only calls sbatch/squeue/scontrol where a cluster provides them.
 # clang and libclang-rt-14-dev (the libFuzzer, ASan and UBSan runtimes; only a Recommends of clang's own packages,
 # so named here) build the fuzz targets of tests/fuzz/.
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libbenchmark-dev libsentencepiece-dev python3 python3-venv fortunes-min bible-kjv bible-kjv-text
+          libgtest-dev libbenchmark-dev libsentencepiece-dev python3 python3-venv python3-dev fortunes-min bible-kjv bible-kjv-text
           clang libclang-rt-14-dev openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge)
 # Headless Chromium renders the HTML report in the report_screenshot test. Its recommends (printer setup,
 # notification daemon, ...) are desktop baggage, so it goes in without them and names the one font it uses.

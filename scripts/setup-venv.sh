@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates the Python environment for the PyTorch parity tests and benchmarks: <repo>/.venv with torch,
-# numpy, safetensors and pyyaml (tests/torch_ref/requirements.txt), from PyPI.
+# numpy, safetensors, pyyaml, transformers, pandas, matplotlib, nbclient and the Python package's build tools
+# (tests/torch_ref/requirements.txt), from PyPI. scripts/install-python.sh then installs the package canonlab into it.
 #
 #   scripts/setup-venv.sh            # idempotent: does nothing when .venv already satisfies the requirements
 #   scripts/setup-venv.sh --force    # reinstall the requirements
@@ -24,7 +25,7 @@ WANT="$( { cat "$REQ"; python3 --version; } | sha256sum | cut -d' ' -f1)"
 PY="$VENV/bin/python"
 
 if [[ $FORCE == 0 && -x "$PY" && -f "$MARKER" && "$(cat "$MARKER")" == "$WANT" ]] &&
-   "$PY" -c "import torch, numpy, safetensors, yaml" 2>/dev/null; then
+   "$PY" -c "import torch, numpy, safetensors, yaml, transformers, pandas, nbclient, nanobind, scikit_build_core" 2>/dev/null; then
   echo "setup-venv: $VENV is up to date ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"
   exit 0
 fi

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Quick start, part 2: install what is missing, build, prepare the PyTorch test virtualenv, run every test.
+# Quick start, part 2: install what is missing, build, prepare the test virtualenv (PyTorch, transformers) with the
+# Python package canonlab in it, run every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 scripts/setup-venv.sh
+scripts/install-python.sh
 # The libFuzzer targets are a clang build of their own (ASan + UBSan); building them here, before ctest, keeps a
 # build out of the test time. ctest's fuzz_build then finds them up to date (and skips them without clang: exit 77).
 status=0

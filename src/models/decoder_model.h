@@ -80,6 +80,7 @@ class DecoderModel final : public LanguageModel<T> {
     be.embedding_forward(acts_[0], tokens, tok_emb_.value(), N, C);
     if (pos_emb_.store) be.add_positions(acts_[0], pos_emb_.value(), B, Tn, C);
     ctx.record(embedding_name_, acts_[0], n);
+    if (ctx.on_hidden_state) ctx.on_hidden_state(0, acts_[0], B, Tn, C);
     for (size_t l = 0; l < blocks_.size(); l++) {
       acts_[l + 1] = ctx.arena.template alloc<T>(n);
       blocks_[l]->forward(ctx, acts_[l + 1], acts_[l], B, Tn);
@@ -89,6 +90,7 @@ class DecoderModel final : public LanguageModel<T> {
         be.add_into(acts_[l + 1], branch, n);
         if (!cfg_.canon.cross_layer.residual) subtract_into(be, acts_[l + 1], acts_[l], branch, n);
       }
+      if (ctx.on_hidden_state) ctx.on_hidden_state(int(l) + 1, acts_[l + 1], B, Tn, C);
     }
     normed_ = ctx.arena.template alloc<T>(n);
     final_norm_->forward(ctx, normed_, acts_.back(), N);

@@ -29,6 +29,9 @@ struct StepContext {
   // Called by every attention layer after its softmax: probs (B, H, T, T) in host memory.
   std::function<void(int layer, const T* probs, int B, int H, int Tn)> on_attention_probs = {};
   ActivationTrace<T>* trace = nullptr;
+  // Called with the residual stream: index 0 after the embedding, l + 1 after block l (cross-layer Canon added), as
+  // (B, T, C) in the backend's memory; the Python API's hidden_states.
+  std::function<void(int index, const T* h, int B, int Tn, int C)> on_hidden_state = {};
 
   void record(const std::string& module, const T* data, size_t count) {
     if (trace) trace->entries.push_back({&module, data, count});

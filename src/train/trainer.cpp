@@ -196,6 +196,10 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
     write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
     metrics.emplace(out, cursor.step, task->metric_names());
   }
+  auto log_metrics = [&](const nlohmann::json& record) {
+    metrics->write(record);
+    if (options.on_metrics) options.on_metrics(record);
+  };
 
   const DeviceBuffer<uint8_t> decay = device_decay_mask(params, tc.decay_on);
   const std::vector<EvalBatch> eval_batches = writer ? make_eval_batches(*task, cfg) : std::vector<EvalBatch>{};
@@ -232,8 +236,8 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       const double tok_s = tokens_done / std::max(elapsed, 1e-9);
       if (cursor.step % std::max(1, tc.log_every) == 0 || last_step || step == 0)
-        metrics->write({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
-                        {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
+        log_metrics({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
+                     {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
       if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || last_step) {
         if (last_step) phase("final-eval", cursor.step);
         last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
@@ -241,7 +245,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
         rec["step"] = cursor.step;
         rec["split"] = "eval";
         rec["elapsed_s"] = elapsed;
-        metrics->write(rec);
+        log_metrics(rec);
       }
       progress.update(cursor.step, fb.loss, tok_s, last_eval);
       if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || last_step || fb.stop_signal)

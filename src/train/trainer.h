@@ -2,6 +2,7 @@
 // The training loop: data -> forward -> masked loss -> backward -> clip -> AdamW, with evaluation on fixed
 // held-out batches, checkpoints, metrics files, a progress bar, and a NaN/inf guard that names the first
 // module whose output went non-finite.
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,9 @@ struct TrainOptions {
   const StopSignals* stop_signals = nullptr;
   // Called at each phase of the run (train/phases.h); the CLI's pauses for CANONLAB_PAUSE_AT, a test's actions.
   PhaseHook at_phase;
+  // Called with every record written to metrics.jsonl (train and eval records), after it is written; the Python
+  // API's on_step callback. An exception it throws ends the run (the latest checkpoint stays resumable).
+  std::function<void(const nlohmann::json& record)> on_metrics;
 };
 
 // Runs the whole training described by cfg; returns the summary also written to out_dir/summary.json (on ranks
