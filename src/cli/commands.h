@@ -22,5 +22,7 @@ Command add_sweep_command(CLI::App& app);
 Command add_sweep_task_command(CLI::App& app);  // internal: one Slurm array task (cmd_sweep.cpp)
 Command add_data_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
+Command add_export_command(CLI::App& app);     // --to hf (cmd_export.cpp)
+Command add_import_hf_command(CLI::App& app);
 
 }  // namespace canonlab::cli

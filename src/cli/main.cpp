@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
       cli::add_report_command(app),
       cli::add_data_command(app),
       cli::add_generate_command(app),
+      cli::add_export_command(app),
+      cli::add_import_hf_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {

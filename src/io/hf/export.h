@@ -1,0 +1,24 @@
+#pragma once
+// canonlab export RUN --to hf: a checkpoint as a Hugging Face model folder (docs/huggingface.md).
+//   config.json             LlamaForCausalLM ("llama") or PhysicsLM4's LlamaCanon, chosen by hf_export_format
+//   model.safetensors       the weights, F32, under Hugging Face's names (io/hf/hf_names.h), bytes unchanged
+//   generation_config.json  greedy decoding, the copy task's BOS
+#include <string>
+
+#include "io/hf/hf_config.h"
+
+namespace canonlab {
+
+struct HfExportResult {
+  std::string checkpoint;  // the .model.safetensors file exported
+  int step = 0;
+  HfFormat format = HfFormat::llama;
+  size_t tensors = 0;
+};
+
+// `where`: a .model.safetensors file, a run directory or its checkpoints/ (the latest checkpoint), as for eval.
+// `out_dir` must not exist or be empty, unless `force`, which replaces the three files and leaves anything else there.
+// Every file is written atomically; nothing is written when the model cannot be exported.
+HfExportResult export_hf(const std::string& where, const std::string& out_dir, bool force);
+
+}  // namespace canonlab

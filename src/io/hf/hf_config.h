@@ -1,0 +1,32 @@
+#pragma once
+// The model part of a canonlab config against a Hugging Face config.json, both ways (docs/huggingface.md):
+//   LlamaForCausalLM (model_type "llama")       a Transformer with full RoPE, RMSNorm, SwiGLU, softmax attention
+//   LlamaCanonForCausalLM ("LlamaCanon")        the same plus Canon-ABCD and partial RoPE, PhysicsLM4's format
+// Anything that neither format can state exactly is refused, never approximated: the error names our key (export)
+// or their key (import), its value, and what is allowed.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/run_config.h"
+
+namespace canonlab {
+
+enum class HfFormat { llama, llama_canon };
+const char* hf_format_name(HfFormat f);  // "llama" | "LlamaCanon": the model_type written
+
+// Which format `model` exports to: llama without Canon and with full RoPE, LlamaCanon otherwise. Throws one
+// canonlab::Error listing every setting of `model` that has no counterpart ("model.attention.key_shift.layers =
+// [0]: ..."). `model` must be resolved (rope_dim, mlp.hidden_dim filled in).
+HfFormat hf_export_format(const ModelConfig& model);
+
+// config.json for `cfg` in format `f` (cfg.task supplies the BOS token of the copy task).
+nlohmann::json hf_config_json(const RunConfig& cfg, HfFormat f);
+// generation_config.json: greedy decoding, the copy task's BOS, no EOS (our tasks have none).
+nlohmann::json hf_generation_config_json(const RunConfig& cfg);
+
+// The canonlab model a Hugging Face config.json describes (unresolved: vocab_size and max_seq_len set, rope_dim 0 for
+// full RoPE). `path` names the file in errors; a key canonlab cannot represent is refused with its value.
+ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string& path);
+
+}  // namespace canonlab

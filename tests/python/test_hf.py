@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""canonlab export --to hf and canonlab import-hf against transformers (docs/huggingface.md).
+
+  - a tiny Llama-compatible model trained by canonlab (RoPE, RMSNorm, SwiGLU; once untied, once tied with q/k/v/o
+    and MLP biases) exports to a folder that stock transformers.LlamaForCausalLM loads; its logits on a token batch
+    match canonlab's (`debug-dump --weights`) within 1e-5;
+  - a Canon-ABCD + partial-RoPE model exports as PhysicsLM4's LlamaCanon (model_type, canon_* flags, rope_dim,
+    parameter names and shapes of the table), and a LlamaCanon forward written here from that format's definition
+    (huggingface/modeling_llama_canon.py: Canon = depthwise causal conv + residual, partial rotate-half RoPE on the
+    first rope_dim dims of each head) reproduces canonlab's logits;
+  - models neither format can state (key shift, ALiBi, NoPE, sign-STE, GELU MLP, LayerNorm, Canon norm/ELU, GLA) are
+    refused with a non-zero exit naming the config key, and no folder is written;
+  - random LlamaForCausalLM models built by transformers (no downloads; F32, BF16, tied with biases, sharded) import
+    into run directories whose canonlab logits match transformers' within 1e-5; GQA and rope_scaling are refused;
+  - export -> import gives back the original checkpoint's tensors bit for bit.
+
+    python tests/python/test_hf.py --canonlab build/canonlab --workdir build/hf_test
+
+Exit status 0 only if every check passed; the last line is `N passed, M failed`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from safetensors.torch import load_file
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+except Exception as e:  # noqa: BLE001 - any import failure means the environment is not set up
+    print(f"hf test: cannot import torch/safetensors/transformers with {sys.executable}: {e!r}")
+    print("create the test virtualenv with scripts/setup-venv.sh")
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+TOL = 1e-5
+results = {"passed": 0, "failed": 0}
+
+
+def check(ok: bool, what: str):
+    results["passed" if ok else "failed"] += 1
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+
+
+class Env:
+    def __init__(self, canonlab: str, workdir: str):
+        self.canonlab, self.workdir = canonlab, workdir
+
+    def path(self, *parts):
+        return os.path.join(self.workdir, *parts)
+
+    def run(self, *args, expect_ok=True):
+        p = subprocess.run([self.canonlab, *args], capture_output=True, text=True,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+        if expect_ok and p.returncode != 0:
+            raise RuntimeError(f"canonlab {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        return p
+
+    def train(self, name: str, sets=(), steps: int = 5) -> str:
+        out = self.path("runs", name)
+        args = ["train", self.path("base.yaml"), "--out", out, "--quiet", "--set", f"train.steps={steps}"]
+        for s in sets:
+            args += ["--set", s]
+        self.run(*args)
+        return out
+
+    def logits(self, weights: str, tokens: torch.Tensor, name: str) -> torch.Tensor:
+        """canonlab's logits of `tokens` through the checkpoint at `weights` (debug-dump --weights)."""
+        tok_file = self.path(f"{name}.tokens.txt")
+        with open(tok_file, "w") as f:
+            for row in tokens.tolist():
+                f.write(" ".join(map(str, row)) + "\n")
+        out = self.path("dumps", name)
+        shutil.rmtree(out, ignore_errors=True)
+        self.run("debug-dump", "--weights", weights, "--tokens", tok_file, "--out", out)
+        return load_file(os.path.join(out, "reference.safetensors"))["logits"]
+
+
+BASE = """\
+model:
+  family: transformer
+  d_model: 32
+  n_layers: 2
+  n_heads: 4
+  norm: rmsnorm
+  attention:
+    position: rope
+    rope_base: 500.0
+  mlp:
+    kind: swiglu
+task:
+  name: copy
+  vocab: 16
+  n_symbols: 6
+train:
+  batch_size: 8
+  lr: 1.0e-2
+  warmup_steps: 1
+  eval_every: 0
+  eval_batches: 1
+  checkpoint_every: 0
+  seed: 7
+  threads: 1
+probe:
+  n_sequences: 8
+"""
+
+
+def batch(vocab: int, B: int = 3, T: int = 13, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (B, T), generator=g)
+
+
+def latest_model(run: str) -> str:
+    ck = os.path.join(run, "checkpoints")
+    with open(os.path.join(ck, "latest.json")) as f:
+        return os.path.join(ck, json.load(f)["model"])
+
+
+def same_bits(a: dict, b: dict) -> bool:
+    return sorted(a) == sorted(b) and all(a[k].shape == b[k].shape and torch.equal(a[k].view(torch.int32), b[k].view(torch.int32)) for k in a)
+
+
+# canonlab name -> Hugging Face name (docs/huggingface.md), to compare a checkpoint with an export.
+def hf_name(n: str) -> str:
+    top = {"tok_emb.weight": "model.embed_tokens.weight", "final_norm.weight": "model.norm.weight", "lm_head.weight": "lm_head.weight"}
+    if n in top:
+        return top[n]
+    _, i, rest = n.split(".", 2)
+    rest = {"attn_norm.weight": "input_layernorm.weight", "mlp_norm.weight": "post_attention_layernorm.weight",
+            "canon_a.weight": "canonA.weight", "canon_c.weight": "canonC.weight", "attn.canon_b.weight": "self_attn.canonB.weight",
+            "mlp.canon_d.weight": "mlp.canonD.weight"}.get(rest, rest.replace("attn.", "self_attn.", 1) if rest.startswith("attn.") else rest)
+    return f"model.layers.{i}.{rest}"
+
+
+def llama_canon_forward(folder: str, tokens: torch.Tensor) -> torch.Tensor:
+    """LlamaCanonForCausalLM's forward (PhysicsLM4 huggingface/modeling_llama_canon.py), written from the format:
+    Canon = depthwise causal conv1d (weight (ch, 1, K)), SiLU if canon_activation, + input if canon_residual; A after
+    input_layernorm, B on concat[q, k, v], C after post_attention_layernorm, D on concat[gate, up]; rotate-half RoPE with
+    inv_freq over rope_dim on the first rope_dim dims of each head; RMSNorm in float32; SiLU-gated MLP."""
+    with open(os.path.join(folder, "config.json")) as f:
+        c = json.load(f)
+    w = load_file(os.path.join(folder, "model.safetensors"))
+    H, C = c["num_attention_heads"], c["hidden_size"]
+    D = C // H
+    r = c.get("rope_dim") or D
+    eps, K = c["rms_norm_eps"], c.get("canon_kernel", 4)
+    cs = c.get("canon_set", "")
+
+    def rms(x, wt):
+        return wt * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def canon(x, wt):
+        y = F.conv1d(x.transpose(1, 2), wt, padding=K - 1, groups=wt.shape[0])[..., : x.shape[1]].transpose(1, 2)
+        if c.get("canon_activation"):
+            y = F.silu(y)
+        return x + y if c.get("canon_residual", True) else y
+
+    Bn, T = tokens.shape
+    inv_freq = 1.0 / (c["rope_parameters"]["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
+    freqs = torch.arange(T).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat([freqs, freqs], -1)
+    cos, sin = emb.cos(), emb.sin()
+
+    def rope(x):  # (B, H, T, D)
+        a, p = x[..., :r], x[..., r:]
+        rot = torch.cat([-a[..., r // 2:], a[..., : r // 2]], -1)
+        return torch.cat([a * cos + rot * sin, p], -1)
+
+    def lin(x, name):
+        return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+
+    x = w["model.embed_tokens.weight"][tokens]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms(x, w[p + "input_layernorm.weight"])
+        if "A" in cs:
+            h = canon(h, w[p + "canonA.weight"])
+        q, k, v = lin(h, p + "self_attn.q_proj"), lin(h, p + "self_attn.k_proj"), lin(h, p + "self_attn.v_proj")
+        if "B" in cs:
+            q, k, v = canon(torch.cat([q, k, v], -1), w[p + "self_attn.canonB.weight"]).split(C, -1)
+        q, k, v = (t.view(Bn, T, H, D).transpose(1, 2) for t in (q, k, v))
+        q, k = rope(q), rope(k)
+        s = q @ k.transpose(-1, -2) / math.sqrt(D)
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(Bn, T, C)
+        x = x + lin(o, p + "self_attn.o_proj")
+        h = rms(x, w[p + "post_attention_layernorm.weight"])
+        if "C" in cs:
+            h = canon(h, w[p + "canonC.weight"])
+        g, u = lin(h, p + "mlp.gate_proj"), lin(h, p + "mlp.up_proj")
+        if "D" in cs:
+            g, u = canon(torch.cat([g, u], -1), w[p + "mlp.canonD.weight"]).chunk(2, -1)
+        x = x + lin(F.silu(g) * u, p + "mlp.down_proj")
+    x = rms(x, w["model.norm.weight"])
+    head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
+    return x @ head.t()
+
+
+def test_llama_export(env: Env):
+    cases = {"llama": [], "llama_tied_bias": ["model.tie_embeddings=true", "model.attention.qkv_bias=true", "model.mlp.bias=true"]}
+    for name, sets in cases.items():
+        run = env.train(name, sets)
+        out = env.path("hf", name)
+        env.run("export", run, "--to", "hf", "--out", out)
+        with open(os.path.join(out, "config.json")) as f:
+            cfg = json.load(f)
+        check(cfg["model_type"] == "llama" and cfg["architectures"] == ["LlamaForCausalLM"], f"{name}: exported as LlamaForCausalLM")
+        model = LlamaForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+        tokens = batch(17)
+        with torch.no_grad():
+            theirs = model(tokens).logits
+        ours = env.logits(run, tokens, name)
+        diff = (theirs - ours).abs().max().item()
+        check(diff <= TOL, f"{name}: transformers LlamaForCausalLM logits vs canonlab: max |diff| = {diff:.3g} (<= {TOL})")
+        # export -> import: the original tensors, bit for bit
+        imported = env.path("runs", name + "_reimported")
+        env.run("import-hf", out, "--out", imported)
+        check(same_bits(load_file(latest_model(run)), load_file(latest_model(imported))),
+              f"{name}: export -> import-hf gives the checkpoint's tensors bit for bit")
+
+
+def test_canon_export(env: Env):
+    run = env.train("canon", ["model.canon.set=ABCD", "model.attention.rope_dim=4", "model.canon.activation=silu"])
+    out = env.path("hf", "canon")
+    env.run("export", run, "--to", "hf", "--out", out)
+    with open(os.path.join(out, "config.json")) as f:
+        cfg = json.load(f)
+    expect = {"model_type": "LlamaCanon", "architectures": ["LlamaCanonForCausalLM"], "canon_set": "ABCD",
+              "canon_residual": True, "canon_activation": True, "canon_kernel": 4, "canon_bias": False, "qk_norm": False,
+              "rope_dim": 4, "partial_rotary_factor": 0.5, "rope_version": "huggingface", "num_key_value_heads": 4}
+    bad = {k: cfg.get(k) for k, v in expect.items() if cfg.get(k) != v}
+    check(not bad, f"canon: LlamaCanon config keys {sorted(expect)}" + (f" (wrong: {bad})" if bad else ""))
+    w = load_file(os.path.join(out, "model.safetensors"))
+    H = cfg["intermediate_size"]
+    shapes = {"model.layers.0.canonA.weight": (32, 1, 4), "model.layers.0.self_attn.canonB.weight": (96, 1, 4),
+              "model.layers.1.canonC.weight": (32, 1, 4), "model.layers.1.mlp.canonD.weight": (2 * H, 1, 4),
+              "model.layers.1.self_attn.q_proj.weight": (32, 32), "model.layers.0.mlp.gate_proj.weight": (H, 32),
+              "model.embed_tokens.weight": (17, 32), "lm_head.weight": (17, 32), "model.norm.weight": (32,)}
+    wrong = {k: tuple(w[k].shape) if k in w else None for k, s in shapes.items() if k not in w or tuple(w[k].shape) != s}
+    check(not wrong, "canon: LlamaCanon parameter names and shapes" + (f" (wrong: {wrong})" if wrong else ""))
+    original = load_file(latest_model(run))
+    check(sorted(hf_name(k) for k in original) == sorted(w), "canon: every tensor under its table name, nothing else")
+    tokens = batch(17, seed=1)
+    diff = (llama_canon_forward(out, tokens) - env.logits(run, tokens, "canon")).abs().max().item()
+    check(diff <= TOL, f"canon: LlamaCanon forward (from the format) vs canonlab: max |diff| = {diff:.3g} (<= {TOL})")
+    imported = env.path("runs", "canon_reimported")
+    env.run("import-hf", out, "--out", imported)
+    check(same_bits(original, load_file(latest_model(imported))), "canon: export -> import-hf bit for bit")
+    # a second export of the imported run writes the same tensors again
+    out2 = env.path("hf", "canon_again")
+    env.run("export", imported, "--to", "hf", "--out", out2)
+    check(same_bits(w, load_file(os.path.join(out2, "model.safetensors"))), "canon: export of the imported run is identical")
+
+
+def test_export_refusals(env: Env):
+    cases = {
+        "key_shift": (["model.attention.key_shift.layers=[0]"], "model.attention.key_shift.layers"),
+        "alibi": (["model.attention.position=alibi"], "model.attention.position"),
+        "nope": (["model.attention.position=nope", "model.canon.set=ABCD"], "model.attention.position"),
+        "sign_ste": (["model.attention.scoring=sign_ste"], "model.attention.scoring"),
+        "gelu": (["model.mlp.kind=gelu"], "model.mlp.kind"),
+        "layernorm": (["model.norm=layernorm"], "model.norm"),
+        "canon_norm": (["model.canon.set=AC", "model.canon.norm=rmsnorm"], "model.canon.norm"),
+        "canon_elu": (["model.canon.set=A", "model.canon.activation=elu"], "model.canon.activation"),
+        "gla": (["model.family=gla"], "model.family"),
+    }
+    for name, (sets, key) in cases.items():
+        run = env.train("refuse_" + name, sets, steps=1)
+        out = env.path("hf", "refuse_" + name)
+        p = env.run("export", run, "--to", "hf", "--out", out, expect_ok=False)
+        check(p.returncode != 0 and key in p.stderr and not os.path.exists(out),
+              f"export refuses {name}: exit {p.returncode}, names {key}: {p.stderr.strip()[:160]}")
+    # a non-empty output folder needs --force
+    out = env.path("hf", "llama")
+    p = env.run("export", env.path("runs", "llama"), "--to", "hf", "--out", out, expect_ok=False)
+    check(p.returncode != 0 and "--force" in p.stderr, "export refuses a non-empty folder without --force")
+    check(env.run("export", env.path("runs", "llama"), "--to", "hf", "--out", out, "--force", expect_ok=False).returncode == 0,
+          "export --force writes into it")
+
+
+def random_llama(seed: int, **kw) -> LlamaForCausalLM:
+    cfg = dict(vocab_size=23, hidden_size=48, intermediate_size=72, num_hidden_layers=2, num_attention_heads=6,
+               max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=300.0, initializer_range=0.15,
+               tie_word_embeddings=False)
+    cfg.update(kw)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(LlamaConfig(**cfg)).eval()
+    with torch.no_grad():  # norms away from 1 and non-zero biases, so that every tensor matters
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight") or n.endswith(".bias"):
+                p.add_(torch.randn_like(p) * 0.3)
+    return model
+
+
+def test_import(env: Env):
+    cases = {
+        "f32": (dict(), {}),
+        "bf16": (dict(), {"dtype": torch.bfloat16}),
+        "tied_bias": (dict(tie_word_embeddings=True, attention_bias=True, mlp_bias=True), {}),
+        "sharded": (dict(), {"max_shard_size": "20KB"}),
+    }
+    for i, (name, (kw, save)) in enumerate(cases.items()):
+        model = random_llama(100 + i, **kw)
+        folder = env.path("hf_src", name)
+        dtype = save.pop("dtype", None)
+        (model.to(dtype) if dtype else model).save_pretrained(folder, **save)
+        if name == "sharded":
+            check(os.path.exists(os.path.join(folder, "model.safetensors.index.json")), "sharded: transformers wrote shards")
+        # transformers' own fp32 model of the saved weights (BF16 widened exactly)
+        ref = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        run = env.path("runs", "imported_" + name)
+        env.run("import-hf", folder, "--out", run)
+        tokens = batch(23, B=2, T=20, seed=i)
+        with torch.no_grad():
+            theirs = ref(tokens).logits
+        diff = (theirs - env.logits(run, tokens, "imported_" + name)).abs().max().item()
+        check(diff <= TOL, f"import {name}: canonlab logits vs transformers: max |diff| = {diff:.3g} (<= {TOL})")
+    p = env.run("eval", env.path("runs", "imported_f32"), "--json", expect_ok=False)
+    check(p.returncode == 0 and "copy_acc" in p.stdout, "canonlab eval runs on an imported run directory (copy task)")
+    p = env.run("import-hf", env.path("hf_src", "f32"), "--out", env.path("runs", "imported_n5"),
+                "--set", "task.n_symbols=5", expect_ok=False)
+    with open(env.path("runs", "imported_n5", "config.resolved.yaml")) as f:
+        check(p.returncode == 0 and "n_symbols: 5" in f.read(), "import-hf --set task.n_symbols=5 sets the run's task")
+    p = env.run("import-hf", env.path("hf_src", "f32"), "--out", env.path("runs", "imported_mano"),
+                "--set", "task.name=mano", expect_ok=False)
+    check(p.returncode != 0 and "model.vocab_size" in p.stderr,
+          "import-hf --set task.name=mano refuses a task larger than the vocabulary: " + p.stderr.strip()[:120])
+    p = env.run("import-hf", env.path("hf_src", "f32"), "--out", env.path("runs", "imported_model_set"),
+                "--set", "model.n_layers=3", expect_ok=False)
+    check(p.returncode != 0 and "model.*" in p.stderr, "import-hf refuses --set model.*")
+    # refusals, each naming the Hugging Face key
+    refusals = {"num_key_value_heads": dict(num_key_value_heads=2),
+                "rope_scaling": dict(rope_scaling={"rope_type": "linear", "factor": 2.0}),
+                "hidden_act": dict(hidden_act="gelu")}
+    for key, kw in refusals.items():
+        folder = env.path("hf_src", "refuse_" + key)
+        random_llama(1, **kw).save_pretrained(folder)
+        run = env.path("runs", "refuse_" + key)
+        p = env.run("import-hf", folder, "--out", run, expect_ok=False)
+        check(p.returncode != 0 and key.split("_")[0] in p.stderr and not os.path.exists(run),
+              f"import-hf refuses {key}: exit {p.returncode}: {p.stderr.strip()[:160]}")
+    p = env.run("import-hf", env.path("hf_src", "f32"), "--out", env.path("runs", "imported_f32"), expect_ok=False)
+    check(p.returncode != 0 and "not empty" in p.stderr, "import-hf refuses a non-empty run directory")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--canonlab", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(a.workdir)
+    torch.set_num_threads(2)
+    transformers.logging.set_verbosity_error()
+    env = Env(os.path.abspath(a.canonlab), os.path.abspath(a.workdir))
+    with open(env.path("base.yaml"), "w") as f:
+        f.write(BASE)
+    for test in (test_llama_export, test_canon_export, test_export_refusals, test_import):
+        try:
+            test(env)
+        except Exception as e:  # noqa: BLE001 - a crash fails the test group and the rest still runs
+            check(False, f"{test.__name__} raised {e!r}")
+    print(f"{results['passed']} passed, {results['failed']} failed")
+    sys.exit(0 if results["failed"] == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
