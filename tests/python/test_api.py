@@ -233,6 +233,37 @@ class ModelMatchesReference(unittest.TestCase):
         self.assertIn("no-such-run", str(caught.exception))
 
 
+class HuggingFaceFromPython(unittest.TestCase):
+    """canonlab.export_hf / import_hf (the CLI's export and import-hf, tests/python/test_hf.py tests them in depth):
+    a Llama-shaped run goes to transformers and back with the same logits and bits; a NoPE model is refused."""
+
+    def test_export_then_import(self):
+        run_dir, hf_dir, back_dir = WORK / "hf-run", WORK / "hf-out", WORK / "hf-back"
+        for d in (run_dir, hf_dir, back_dir):
+            shutil.rmtree(d, ignore_errors=True)
+        run = canonlab.train(CONFIG, dict(SHORT, **{"model.mlp.kind": "swiglu"}), out=run_dir)
+        self.assertEqual(canonlab.export_hf(run, hf_dir), hf_dir)
+        import torch
+        from transformers import LlamaForCausalLM
+
+        model = run.model()
+        tokens = model.eval_batch(0)["tokens"][:4]
+        hf = LlamaForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+        with torch.no_grad():
+            theirs = hf(torch.from_numpy(tokens)).logits.numpy()
+        self.assertLess(np.abs(theirs - model.forward(tokens)).max(), 1e-5)
+        back = canonlab.import_hf(hf_dir, back_dir)
+        np.testing.assert_array_equal(back.model().forward(tokens), model.forward(tokens))
+        nope_dir = WORK / "hf-nope-run"
+        shutil.rmtree(nope_dir, ignore_errors=True)
+        nope = canonlab.train(CONFIG, dict(SHORT, **{"model.mlp.kind": "swiglu", "model.attention.position": "nope",
+                                                     "train.steps": 2}), out=nope_dir)
+        with self.assertRaises(canonlab.Error) as caught:
+            canonlab.export_hf(nope, WORK / "hf-nope")
+        self.assertFalse((WORK / "hf-nope" / "config.json").exists())
+        self.assertIn("model.attention.position", str(caught.exception))
+
+
 class SweepMatchesReport(unittest.TestCase):
     """canonlab.sweep runs the CLI's sweep; Sweep.comparisons gives the numbers of `canonlab report`."""
 
