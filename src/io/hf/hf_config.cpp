@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "io/hf/hf_linear.h"
 
 namespace canonlab {
 
@@ -33,7 +34,15 @@ bool partial_rope(const ModelConfig& m) { return m.attention.rope_dim < m.d_mode
 
 }  // namespace
 
-const char* hf_format_name(HfFormat f) { return f == HfFormat::llama ? "llama" : "LlamaCanon"; }
+const char* hf_format_name(HfFormat f) {
+  switch (f) {
+    case HfFormat::llama: return "llama";
+    case HfFormat::llama_canon: return "LlamaCanon";
+    case HfFormat::gla_canon: return "GLACanon";
+    case HfFormat::gdn_canon: return "GatedDeltaNetCanon";
+    default: return "Mamba2Canon";
+  }
+}
 
 HfFormat hf_export_format(const ModelConfig& m) {
   std::vector<std::string> why;
@@ -41,10 +50,18 @@ HfFormat hf_export_format(const ModelConfig& m) {
     why.push_back(key + " = " + value + ": " + reason);
   };
   if (m.family != "transformer") {
-    refuse("model.family", quoted(m.family),
-           "export supports the transformer family only (to LlamaForCausalLM or LlamaCanon); PhysicsLM4's GLACanon, "
-           "GatedDeltaNetCanon and Mamba2Canon formats are not supported");
-  } else {
+    const HfFormat f = hf_linear_format(m, why);
+    if (!why.empty()) {
+      const bool known = m.family == "gla" || m.family == "gdn" || m.family == "mamba2";
+      std::string text = "cannot export to Hugging Face (" +
+                         (known ? std::string(hf_format_name(f)) + ", PhysicsLM4's format for this family" : "no format") +
+                         ", docs/huggingface.md): ";
+      for (size_t i = 0; i < why.size(); i++) text += (i ? "; " : "") + why[i];
+      throw Error(text);
+    }
+    return f;
+  }
+  {
     if (m.norm != "rmsnorm") refuse("model.norm", quoted(m.norm), "both formats use RMSNorm; allowed: rmsnorm");
     const std::string& pos = m.attention.position;
     if (pos == "nope")
@@ -103,6 +120,7 @@ HfFormat hf_export_format(const ModelConfig& m) {
 }
 
 nlohmann::json hf_config_json(const RunConfig& cfg, HfFormat f) {
+  if (f != HfFormat::llama && f != HfFormat::llama_canon) return hf_linear_config_json(cfg, f);
   const ModelConfig& m = cfg.model;
   const int head_dim = m.d_model / m.n_heads;
   // The copy task's BOS is id task.vocab; the other tasks have no single start token. No task has an EOS.
