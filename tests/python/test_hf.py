@@ -298,9 +298,9 @@ def test_export_refusals(env: Env):
 LINEAR_TOL = 1e-5
 LINEAR_CASES = {
     # name: (--set overrides, config.json keys expected)
-    "gla": (["model.family=gla", "model.canon.set=AbCD", "model.gla.feature_map=relu", "model.gla.clamp_min=-0.5"],
+    "gla": (["model.family=gla", "model.canon.set=AbCD", "model.gla.feature_map=relu", "model.gla.clamp_min=-0.01"],
             {"model_type": "GLACanon", "architectures": ["GLACanonForCausalLM"], "num_heads": 4, "expand_k": 0.5,
-             "expand_v": 1.0, "use_short_conv": True, "conv_size": 4, "feature_map": "relu", "clamp_min": -0.5,
+             "expand_v": 1.0, "use_short_conv": True, "conv_size": 4, "feature_map": "relu", "clamp_min": -0.01,
              "use_output_gate": True, "canon_set": "AbCD", "hidden_act": "swish"}),
     "gdn": (["model.family=gdn", "model.canon.set=AbBCD", "model.canon.activation=silu", "model.tie_embeddings=true"],
             {"model_type": "GatedDeltaNetCanon", "architectures": ["GatedDeltaNetCanonForCausalLM"], "num_heads": 4,
