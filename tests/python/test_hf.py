@@ -15,8 +15,9 @@
   - export -> import gives back the original checkpoint's tensors bit for bit;
   - tiny GLA, Gated DeltaNet and Mamba2 models export as PhysicsLM4's GLACanon, GatedDeltaNetCanon and Mamba2Canon
     (config keys, every tensor name and shape of the tables, bytes unchanged, fused MLP matrices as the concatenation
-    of ours), and a forward written from each format (hf_linear_formats.py) reproduces canonlab's logits; options the
-    formats cannot state (GLA without b or with B, GDN allow_neg_eigval, Mamba2 ngroups > 1, DeltaNet) are refused.
+    of ours), a forward written from each format (hf_linear_formats.py) reproduces canonlab's logits, and import-hf
+    reads them back bit for bit; options the formats cannot state (GLA without b or with B, GDN allow_neg_eigval,
+    Mamba2 ngroups > 1, DeltaNet) are refused.
 
     python tests/python/test_hf.py --canonlab build/canonlab --workdir build/hf_test
 
@@ -343,6 +344,15 @@ def test_linear_export(env: Env):
         tokens = batch(17, seed=2)
         diff = (linear_forward(out, tokens) - env.logits(run, tokens, name).double()).abs().max().item()
         check(diff <= LINEAR_TOL, f"{name}: {cfg['model_type']} forward (from the format) vs canonlab: max |diff| = {diff:.3g} (<= {LINEAR_TOL})")
+        # import-hf reads the format back: the same tensors bit for bit, the same logits, the same export again
+        imported = env.path("runs", name + "_reimported")
+        env.run("import-hf", out, "--out", imported)
+        check(same_bits(ours, load_file(latest_model(imported))), f"{name}: export -> import-hf bit for bit")
+        same = torch.equal(env.logits(imported, tokens, name + "_back"), env.logits(run, tokens, name))
+        check(same, f"{name}: the imported run's logits equal the original's")
+        out2 = env.path("hf", name + "_again")
+        env.run("export", imported, "--to", "hf", "--out", out2)
+        check(same_bits(theirs, load_file(os.path.join(out2, "model.safetensors"))), f"{name}: export of the imported run is identical")
 
 
 def random_llama(seed: int, **kw) -> LlamaForCausalLM:

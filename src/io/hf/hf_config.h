@@ -18,7 +18,7 @@ enum class HfFormat { llama, llama_canon, gla_canon, gdn_canon, mamba2_canon };
 const char* hf_format_name(HfFormat f);
 
 // Which format `model` exports to: for the transformer family llama without Canon and with full RoPE, LlamaCanon
-// otherwise; for gla, gdn and mamba2 their PhysicsLM4 format (hf_linear_refusals lists what they cannot state). Throws one
+// otherwise; for gla, gdn and mamba2 their PhysicsLM4 format (hf_linear_format lists what they cannot state). Throws one
 // canonlab::Error listing every setting of `model` that has no counterpart ("model.attention.key_shift.layers =
 // [0]: ..."). `model` must be resolved (rope_dim, mlp.hidden_dim filled in).
 HfFormat hf_export_format(const ModelConfig& model);

@@ -4,7 +4,8 @@
 //   model.family gla     -> GLACanonForCausalLM           (model_type "GLACanon")
 //   model.family gdn     -> GatedDeltaNetCanonForCausalLM (model_type "GatedDeltaNetCanon")
 //   model.family mamba2  -> Mamba2CanonForCausalLM        (model_type "Mamba2Canon")
-// Export only. Options with no exact counterpart in the format are refused, never approximated.
+// Options with no exact counterpart are refused, never approximated, both ways.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,11 @@ HfFormat hf_linear_format(const ModelConfig& m, std::vector<std::string>& why);
 
 // config.json of a model hf_linear_format accepted.
 nlohmann::json hf_linear_config_json(const RunConfig& cfg, HfFormat f);
+
+// The linear format a config.json's model_type names, if any.
+std::optional<HfFormat> hf_linear_format_of(const std::string& model_type);
+// The canonlab model (unresolved) of a GLACanon / GatedDeltaNetCanon / Mamba2Canon config.json; `path` names the file
+// in errors, which give the key, its value and what is allowed (hf_linear_import.cpp).
+ModelConfig linear_model_config_from_hf(const nlohmann::json& config, const std::string& path, HfFormat f);
 
 }  // namespace canonlab
