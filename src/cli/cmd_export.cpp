@@ -1,6 +1,7 @@
 // canonlab export CHECKPOINT|RUN_DIR --to hf --out DIR [--force]: a checkpoint as a Hugging Face model folder that
-// transformers loads (LlamaForCausalLM, or PhysicsLM4's LlamaCanon for Canon layers and partial RoPE); a model either
-// format cannot state exactly is refused, naming the config key (io/hf/export.h, docs/huggingface.md).
+// transformers loads (LlamaForCausalLM, or PhysicsLM4's LlamaCanon for Canon layers and partial RoPE; GLACanon,
+// GatedDeltaNetCanon or Mamba2Canon for the linear families); a model its format cannot state exactly is refused,
+// naming the config key (io/hf/export.h, docs/huggingface.md).
 #include <iostream>
 #include <memory>
 

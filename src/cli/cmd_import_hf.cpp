@@ -1,6 +1,7 @@
-// canonlab import-hf DIR --out RUN_DIR [--set task.k=v]...: a Hugging Face LlamaForCausalLM or LlamaCanon folder
-// (F32, BF16 or F16; one file or shards) as a canonlab run directory for eval, probe, generate and debug-dump. The task
-// is the copy task over the model's vocabulary unless --set says otherwise (io/hf/import.h, docs/huggingface.md).
+// canonlab import-hf DIR --out RUN_DIR [--set task.k=v]...: a Hugging Face LlamaForCausalLM, LlamaCanon, GLACanon,
+// GatedDeltaNetCanon or Mamba2Canon folder (F32, BF16 or F16; one file or shards) as a canonlab run directory for
+// eval, probe, generate and debug-dump. The task is the copy task over the model's vocabulary unless --set says
+// otherwise (io/hf/import.h, docs/huggingface.md).
 #include <iostream>
 #include <memory>
 
@@ -27,7 +28,7 @@ int run_import(const ImportArgs& a) {
 
 Command add_import_hf_command(CLI::App& app) {
   auto a = std::make_shared<ImportArgs>();
-  CLI::App* sub = app.add_subcommand("import-hf", "Import a Hugging Face Llama / LlamaCanon folder as a run directory");
+  CLI::App* sub = app.add_subcommand("import-hf", "Import a Hugging Face Llama / LlamaCanon / GLACanon / GatedDeltaNetCanon / Mamba2Canon folder as a run directory");
   sub->add_option("dir", a->dir, "Folder with config.json and model.safetensors (or model.safetensors.index.json)")
       ->required();
   sub->add_option("--out", a->out, "New run directory")->required();

@@ -12,7 +12,12 @@
     refused with a non-zero exit naming the config key, and no folder is written;
   - random LlamaForCausalLM models built by transformers (no downloads; F32, BF16, tied with biases, sharded) import
     into run directories whose canonlab logits match transformers' within 1e-5; GQA and rope_scaling are refused;
-  - export -> import gives back the original checkpoint's tensors bit for bit.
+  - export -> import gives back the original checkpoint's tensors bit for bit;
+  - tiny GLA, Gated DeltaNet and Mamba2 models export as PhysicsLM4's GLACanon, GatedDeltaNetCanon and Mamba2Canon
+    (config keys, every tensor name and shape of the tables, bytes unchanged, fused MLP matrices as the concatenation
+    of ours), a forward written from each format (hf_linear_formats.py) reproduces canonlab's logits, and import-hf
+    reads them back bit for bit; options the formats cannot state (GLA without b or with B, GDN allow_neg_eigval,
+    Mamba2 ngroups > 1, DeltaNet) are refused.
 
     python tests/python/test_hf.py --canonlab build/canonlab --workdir build/hf_test
 
@@ -34,6 +39,7 @@ try:
     from safetensors.torch import load_file
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
+    from hf_linear_formats import hf_linear_names, linear_forward
 except Exception as e:  # noqa: BLE001 - any import failure means the environment is not set up
     print(f"hf test: cannot import torch/safetensors/transformers with {sys.executable}: {e!r}")
     print("create the test virtualenv with scripts/setup-venv.sh")
@@ -270,7 +276,11 @@ def test_export_refusals(env: Env):
         "layernorm": (["model.norm=layernorm"], "model.norm"),
         "canon_norm": (["model.canon.set=AC", "model.canon.norm=rmsnorm"], "model.canon.norm"),
         "canon_elu": (["model.canon.set=A", "model.canon.activation=elu"], "model.canon.activation"),
-        "gla": (["model.family=gla"], "model.family"),
+        "deltanet": (["model.family=deltanet"], "model.family"),
+        "gla_no_b": (["model.family=gla", "model.canon.set=AC"], "model.canon.set"),
+        "gla_B": (["model.family=gla", "model.canon.set=AbB"], "model.canon.set"),
+        "gdn_neg_eig": (["model.family=gdn", "model.delta.allow_neg_eigval=true"], "model.delta.allow_neg_eigval"),
+        "mamba2_groups": (["model.family=mamba2", "model.mamba2.ngroups=2", "model.mamba2.d_state=8"], "model.mamba2.ngroups"),
     }
     for name, (sets, key) in cases.items():
         run = env.train("refuse_" + name, sets, steps=1)
@@ -284,6 +294,65 @@ def test_export_refusals(env: Env):
     check(p.returncode != 0 and "--force" in p.stderr, "export refuses a non-empty folder without --force")
     check(env.run("export", env.path("runs", "llama"), "--to", "hf", "--out", out, "--force", expect_ok=False).returncode == 0,
           "export --force writes into it")
+
+
+LINEAR_TOL = 1e-5
+LINEAR_CASES = {
+    # name: (--set overrides, config.json keys expected)
+    "gla": (["model.family=gla", "model.canon.set=AbCD", "model.gla.feature_map=relu", "model.gla.clamp_min=-0.01"],
+            {"model_type": "GLACanon", "architectures": ["GLACanonForCausalLM"], "num_heads": 4, "expand_k": 0.5,
+             "expand_v": 1.0, "use_short_conv": True, "conv_size": 4, "feature_map": "relu", "clamp_min": -0.01,
+             "use_output_gate": True, "canon_set": "AbCD", "hidden_act": "swish"}),
+    "gdn": (["model.family=gdn", "model.canon.set=AbBCD", "model.canon.activation=silu", "model.tie_embeddings=true"],
+            {"model_type": "GatedDeltaNetCanon", "architectures": ["GatedDeltaNetCanonForCausalLM"], "num_heads": 4,
+             "head_dim": 6, "expand_v": 2, "use_gate": True, "use_short_conv": True, "canon_set": "AbBCD",
+             "canon_activation": True, "tie_word_embeddings": True}),
+    "mamba2": (["model.family=mamba2", "model.canon.set=ABCD", "model.mamba2.mlp=true", "model.mamba2.d_state=8",
+                "model.canon.residual=false"],
+               {"model_type": "Mamba2Canon", "architectures": ["Mamba2CanonForCausalLM"], "num_heads": 4, "head_dim": 16,
+                "state_size": 8, "expand": 2, "n_groups": 1, "noconv1d": True, "use_conv_bias": False,
+                "mlp_type": "mlp10", "residual_in_fp32": False, "canon_residual": False}),
+    "mamba2_b": (["model.family=mamba2", "model.canon.set=AbB", "model.mamba2.d_state=8"],
+                 {"model_type": "Mamba2Canon", "noconv1d": False, "use_conv_bias": True, "mlp_type": None}),
+}
+
+
+def test_linear_export(env: Env):
+    for name, (sets, expect) in LINEAR_CASES.items():
+        run = env.train(name, sets, steps=3)
+        out = env.path("hf", name)
+        env.run("export", run, "--to", "hf", "--out", out)
+        with open(os.path.join(out, "config.json")) as f:
+            cfg = json.load(f)
+        bad = {k: cfg.get(k) for k, v in expect.items() if cfg.get(k) != v}
+        check(not bad, f"{name}: {expect['model_type']} config keys {sorted(expect)}" + (f" (wrong: {bad})" if bad else ""))
+        ours = load_file(latest_model(run))
+        theirs = load_file(os.path.join(out, "model.safetensors"))
+        table = hf_linear_names(cfg["model_type"], list(ours), cfg["canon_set"], cfg.get("use_output_gate", True))
+        check(sorted(table) == sorted(theirs),
+              f"{name}: every tensor under its table name, nothing else"
+              + ("" if sorted(table) == sorted(theirs) else f" (extra {sorted(set(theirs) - set(table))}, missing {sorted(set(table) - set(theirs))})"))
+        wrong = []
+        for k, src in table.items():
+            if k not in theirs:
+                continue
+            want = torch.cat([ours[s] for s in src], 0) if src else torch.zeros_like(theirs[k])
+            if tuple(theirs[k].shape) != tuple(want.shape) or not torch.equal(theirs[k].view(torch.int32), want.view(torch.int32)):
+                wrong.append(k)
+        check(not wrong, f"{name}: shapes and bytes unchanged (fused = concatenation, placeholder = zeros)"
+              + (f" (wrong: {wrong})" if wrong else ""))
+        tokens = batch(17, seed=2)
+        diff = (linear_forward(out, tokens) - env.logits(run, tokens, name).double()).abs().max().item()
+        check(diff <= LINEAR_TOL, f"{name}: {cfg['model_type']} forward (from the format) vs canonlab: max |diff| = {diff:.3g} (<= {LINEAR_TOL})")
+        # import-hf reads the format back: the same tensors bit for bit, the same logits, the same export again
+        imported = env.path("runs", name + "_reimported")
+        env.run("import-hf", out, "--out", imported)
+        check(same_bits(ours, load_file(latest_model(imported))), f"{name}: export -> import-hf bit for bit")
+        same = torch.equal(env.logits(imported, tokens, name + "_back"), env.logits(run, tokens, name))
+        check(same, f"{name}: the imported run's logits equal the original's")
+        out2 = env.path("hf", name + "_again")
+        env.run("export", imported, "--to", "hf", "--out", out2)
+        check(same_bits(theirs, load_file(os.path.join(out2, "model.safetensors"))), f"{name}: export of the imported run is identical")
 
 
 def random_llama(seed: int, **kw) -> LlamaForCausalLM:
@@ -363,7 +432,7 @@ def main():
     env = Env(os.path.abspath(a.canonlab), os.path.abspath(a.workdir))
     with open(env.path("base.yaml"), "w") as f:
         f.write(BASE)
-    for test in (test_llama_export, test_canon_export, test_export_refusals, test_import):
+    for test in (test_llama_export, test_canon_export, test_export_refusals, test_linear_export, test_import):
         try:
             test(env)
         except Exception as e:  # noqa: BLE001 - a crash fails the test group and the rest still runs

@@ -56,7 +56,7 @@ TEST(HfExport, RefusalsNameKeyAndValue) {
   EXPECT_NE(refusal({"model.canon.set=A", "model.canon.dynamic=2"}).find("model.canon.dynamic = 2"), std::string::npos);
   EXPECT_NE(refusal({"model.canon.set=AB", "model.canon.groups=8"}).find("model.canon.groups = 8"), std::string::npos);
   EXPECT_NE(refusal({"model.canon.cross_layer.layers=[0]"}).find("model.canon.cross_layer.layers = [0]"), std::string::npos);
-  EXPECT_NE(refusal({"model.family=mamba2"}).find("model.family = 'mamba2'"), std::string::npos);
+  EXPECT_NE(refusal({"model.family=deltanet"}).find("model.family = 'deltanet'"), std::string::npos);
   // every problem in one message
   const std::string both = refusal({"model.attention.position=alibi", "model.mlp.kind=gelu"});
   EXPECT_NE(both.find("model.attention.position"), std::string::npos);

@@ -1,10 +1,12 @@
 #include "io/hf/export.h"
 
+#include <deque>
 #include <filesystem>
+#include <map>
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
-#include "io/hf/hf_names.h"
+#include "io/hf/hf_plan.h"
 #include "io/paths.h"
 #include "io/safetensors.h"
 #include "models/language_model.h"
@@ -59,10 +61,28 @@ HfExportResult export_hf(const std::string& where, const std::string& out_dir, b
   const std::vector<float> values = model->params().host_values();
   const std::span<const float> all = values;
 
+  std::map<std::string, const ParamInfo*> by_name;
+  for (const ParamInfo& p : model->params().infos()) by_name[p.name] = &p;
   SafetensorsWriter w;
   w.add_metadata("format", "pt");  // transformers refuses safetensors files without it
-  for (const ParamInfo& p : model->params().infos()) {
-    w.add(hf_tensor_name(p.name), all.subspan(p.offset, p.numel), p.shape);
+  std::deque<std::vector<float>> joined;  // fused or placeholder tensors; the writer keeps views until it writes
+  for (const HfTensorPlan& t : hf_export_plan(r.format, cfg.model, model->params().infos())) {
+    if (t.sources.size() == 1) {
+      const ParamInfo& p = *by_name.at(t.sources[0]);
+      w.add(t.name, all.subspan(p.offset, p.numel), t.shape);
+    } else {
+      size_t numel = 1;
+      for (int64_t d : t.shape) numel *= size_t(d);
+      std::vector<float>& buf = joined.emplace_back();
+      buf.reserve(numel);
+      for (const std::string& source : t.sources) {
+        const ParamInfo& p = *by_name.at(source);
+        const auto part = all.subspan(p.offset, p.numel);
+        buf.insert(buf.end(), part.begin(), part.end());
+      }
+      buf.resize(numel, 0.0f);  // no sources: the zero placeholder
+      w.add(t.name, buf, t.shape);
+    }
     r.tensors++;
   }
   check_output_dir(out_dir, force);

@@ -1,7 +1,9 @@
 #pragma once
 // canonlab export RUN --to hf: a checkpoint as a Hugging Face model folder (docs/huggingface.md).
-//   config.json             LlamaForCausalLM ("llama") or PhysicsLM4's LlamaCanon, chosen by hf_export_format
-//   model.safetensors       the weights, F32, under Hugging Face's names (io/hf/hf_names.h), bytes unchanged
+//   config.json             LlamaForCausalLM ("llama"), PhysicsLM4's LlamaCanon, or for gla / gdn / mamba2 PhysicsLM4's
+//                           GLACanon / GatedDeltaNetCanon / Mamba2Canon, chosen by hf_export_format
+//   model.safetensors       the weights, F32, under the format's names (io/hf/hf_plan.h), bytes unchanged (a fused MLP
+//                           matrix is the concatenation of ours)
 //   generation_config.json  greedy decoding, the copy task's BOS
 #include <string>
 

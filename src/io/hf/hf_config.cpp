@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "io/hf/hf_keys.h"
+#include "io/hf/hf_linear.h"
 
 namespace canonlab {
 
@@ -33,7 +35,15 @@ bool partial_rope(const ModelConfig& m) { return m.attention.rope_dim < m.d_mode
 
 }  // namespace
 
-const char* hf_format_name(HfFormat f) { return f == HfFormat::llama ? "llama" : "LlamaCanon"; }
+const char* hf_format_name(HfFormat f) {
+  switch (f) {
+    case HfFormat::llama: return "llama";
+    case HfFormat::llama_canon: return "LlamaCanon";
+    case HfFormat::gla_canon: return "GLACanon";
+    case HfFormat::gdn_canon: return "GatedDeltaNetCanon";
+    default: return "Mamba2Canon";
+  }
+}
 
 HfFormat hf_export_format(const ModelConfig& m) {
   std::vector<std::string> why;
@@ -41,10 +51,18 @@ HfFormat hf_export_format(const ModelConfig& m) {
     why.push_back(key + " = " + value + ": " + reason);
   };
   if (m.family != "transformer") {
-    refuse("model.family", quoted(m.family),
-           "export supports the transformer family only (to LlamaForCausalLM or LlamaCanon); PhysicsLM4's GLACanon, "
-           "GatedDeltaNetCanon and Mamba2Canon formats are not supported");
-  } else {
+    const HfFormat f = hf_linear_format(m, why);
+    if (!why.empty()) {
+      const bool known = m.family == "gla" || m.family == "gdn" || m.family == "mamba2";
+      std::string text = "cannot export to Hugging Face (" +
+                         (known ? std::string(hf_format_name(f)) + ", PhysicsLM4's format for this family" : "no format") +
+                         ", docs/huggingface.md): ";
+      for (size_t i = 0; i < why.size(); i++) text += (i ? "; " : "") + why[i];
+      throw Error(text);
+    }
+    return f;
+  }
+  {
     if (m.norm != "rmsnorm") refuse("model.norm", quoted(m.norm), "both formats use RMSNorm; allowed: rmsnorm");
     const std::string& pos = m.attention.position;
     if (pos == "nope")
@@ -103,6 +121,7 @@ HfFormat hf_export_format(const ModelConfig& m) {
 }
 
 nlohmann::json hf_config_json(const RunConfig& cfg, HfFormat f) {
+  if (f != HfFormat::llama && f != HfFormat::llama_canon) return hf_linear_config_json(cfg, f);
   const ModelConfig& m = cfg.model;
   const int head_dim = m.d_model / m.n_heads;
   // The copy task's BOS is id task.vocab; the other tasks have no single start token. No task has an EOS.
@@ -164,60 +183,15 @@ nlohmann::json hf_generation_config_json(const RunConfig& cfg) {
           {"do_sample", false}};
 }
 
-namespace {
-
-// Typed reads of config.json keys; every failure names the file, the key, its value and what is allowed.
-class HfKeys {
- public:
-  // prefix: how a nested object's keys are named in messages ("rope_parameters.").
-  HfKeys(const json& j, std::string path, std::string prefix = "") : j_(j), path_(std::move(path)), prefix_(std::move(prefix)) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw Error("Hugging Face config '" + path_ + "': " + prefix_ + key + " = " + (has(key) ? j_.at(key).dump() : "(absent)") +
-                ": " + why);
-  }
-  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  const json& at(const std::string& key) const { return j_.at(key); }
-
-  int integer(const std::string& key, std::optional<int> fallback, int min) const {
-    if (!has(key)) {
-      if (!fallback) fail(key, "required; allowed: an integer >= " + std::to_string(min));
-      return *fallback;
-    }
-    const json& v = j_.at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > 1'000'000'000)
-      fail(key, "allowed: an integer from " + std::to_string(min) + " to 1000000000");
-    return int(v.get<int64_t>());
-  }
-  double number(const std::string& key, double fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_.at(key).is_number() || !(j_.at(key).get<double>() > 0)) fail(key, "allowed: a number > 0");
-    return j_.at(key).get<double>();
-  }
-  bool boolean(const std::string& key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_.at(key).is_boolean()) fail(key, "allowed: true or false");
-    return j_.at(key).get<bool>();
-  }
-  std::string string(const std::string& key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_.at(key).is_string()) fail(key, "allowed: a string");
-    return j_.at(key).get<std::string>();
-  }
-
- private:
-  const json& j_;
-  std::string path_, prefix_;
-};
-
-}  // namespace
 
 ModelConfig model_config_from_hf(const json& c, const std::string& path) {
   if (!c.is_object()) throw Error("Hugging Face config '" + path + "' is not a JSON object");
   const HfKeys k(c, path);
   const std::string type = k.string("model_type", "");
+  if (const auto linear = hf_linear_format_of(type)) return linear_model_config_from_hf(c, path, *linear);
   if (type != "llama" && type != "LlamaCanon")
-    k.fail("model_type", "canonlab imports LlamaForCausalLM and PhysicsLM4's LlamaCanon; allowed: llama, LlamaCanon");
+    k.fail("model_type", "canonlab imports LlamaForCausalLM and PhysicsLM4's LlamaCanon, GLACanon, GatedDeltaNetCanon and "
+                         "Mamba2Canon; allowed: llama, LlamaCanon, GLACanon, GatedDeltaNetCanon, Mamba2Canon");
   const bool canon = type == "LlamaCanon";
 
   ModelConfig m;

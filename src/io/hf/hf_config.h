@@ -2,6 +2,7 @@
 // The model part of a canonlab config against a Hugging Face config.json, both ways (docs/huggingface.md):
 //   LlamaForCausalLM (model_type "llama")       a Transformer with full RoPE, RMSNorm, SwiGLU, softmax attention
 //   LlamaCanonForCausalLM ("LlamaCanon")        the same plus Canon-ABCD and partial RoPE, PhysicsLM4's format
+//   GLACanon, GatedDeltaNetCanon, Mamba2Canon    PhysicsLM4's linear-family formats (export only; io/hf/hf_linear.h)
 // Anything that neither format can state exactly is refused, never approximated: the error names our key (export)
 // or their key (import), its value, and what is allowed.
 #include <string>
@@ -12,10 +13,12 @@
 
 namespace canonlab {
 
-enum class HfFormat { llama, llama_canon };
-const char* hf_format_name(HfFormat f);  // "llama" | "LlamaCanon": the model_type written
+enum class HfFormat { llama, llama_canon, gla_canon, gdn_canon, mamba2_canon };
+// The model_type written: "llama", "LlamaCanon", "GLACanon", "GatedDeltaNetCanon" or "Mamba2Canon".
+const char* hf_format_name(HfFormat f);
 
-// Which format `model` exports to: llama without Canon and with full RoPE, LlamaCanon otherwise. Throws one
+// Which format `model` exports to: for the transformer family llama without Canon and with full RoPE, LlamaCanon
+// otherwise; for gla, gdn and mamba2 their PhysicsLM4 format (hf_linear_format lists what they cannot state). Throws one
 // canonlab::Error listing every setting of `model` that has no counterpart ("model.attention.key_shift.layers =
 // [0]: ..."). `model` must be resolved (rope_dim, mlp.hidden_dim filled in).
 HfFormat hf_export_format(const ModelConfig& model);

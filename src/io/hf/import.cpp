@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -10,7 +11,8 @@
 #include "config/config.h"
 #include "engine/error.h"
 #include "io/atomic_file.h"
-#include "io/hf/hf_names.h"
+#include "io/hf/hf_linear.h"
+#include "io/hf/hf_plan.h"
 #include "io/hf/hf_tensors.h"
 #include "io/paths.h"
 #include "models/language_model.h"
@@ -63,33 +65,45 @@ HfImportResult import_hf(const std::string& dir, const std::string& run_dir, con
   }
   HfImportResult r;
   r.cfg = imported_run_config(model_config_from_hf(hf_config, config_path), overrides);
-  r.format = hf_config.value("model_type", "") == "llama" ? HfFormat::llama : HfFormat::llama_canon;
+  const std::string type = hf_config.value("model_type", "");
+  r.format = hf_linear_format_of(type).value_or(type == "llama" ? HfFormat::llama : HfFormat::llama_canon);
 
   // The model is built before the weights are read, and only if it fits (a config claiming a huge model fails here).
   check_resources(estimate_resources(r.cfg, Purpose::eval), r.cfg);
   const HfTensors weights = read_hf_weights(dir);
   auto model = build_model<float>(r.cfg.model, r.cfg.train.seed);
   ParameterStore<float>& params = model->params();
+  std::map<std::string, const ParamInfo*> by_name;
+  for (const ParamInfo& p : params.infos()) by_name[p.name] = &p;
   std::vector<float> host(params.total());
   std::set<std::string> used;
-  for (const ParamInfo& p : params.infos()) {
-    const std::string name = hf_tensor_name(p.name);
-    const auto it = weights.find(name);
-    CANONLAB_CHECK(it != weights.end(), "Hugging Face folder '" + dir + "': tensor '" + name + "' (canonlab's '" +
-                                            p.name + "') is missing, but config.json's model has it");
-    CANONLAB_CHECK(it->second.shape == p.shape, "Hugging Face weights '" + it->second.file + "': tensor '" + name +
-                                                    "' has shape " + shape_text(it->second.shape) + ", config.json's model needs " +
-                                                    shape_text(p.shape));
-    std::copy(it->second.values.begin(), it->second.values.end(), host.begin() + p.offset);
-    used.insert(name);
+  // The export plan read backwards: a fused matrix splits into its sources by rows, in order.
+  for (const HfTensorPlan& t : hf_export_plan(r.format, r.cfg.model, params.infos())) {
+    const std::string ours = t.sources.empty() ? "(none: unused by the model)" : t.sources[0];
+    const auto it = weights.find(t.name);
+    CANONLAB_CHECK(it != weights.end(), "Hugging Face folder '" + dir + "': tensor '" + t.name + "' (canonlab's '" + ours +
+                                            "') is missing, but config.json's model has it");
+    CANONLAB_CHECK(it->second.shape == t.shape, "Hugging Face weights '" + it->second.file + "': tensor '" + t.name +
+                                                    "' has shape " + shape_text(it->second.shape) +
+                                                    ", config.json's model needs " + shape_text(t.shape));
+    size_t at = 0;
+    for (const std::string& source : t.sources) {
+      const ParamInfo& p = *by_name.at(source);
+      std::copy_n(it->second.values.begin() + ptrdiff_t(at), p.numel, host.begin() + ptrdiff_t(p.offset));
+      at += p.numel;
+    }
+    used.insert(t.name);
   }
   if (r.cfg.model.tie_embeddings) {
     // Tied models may still carry lm_head.weight; it must then be the embedding, which is what transformers uses.
-    const auto head = weights.find("lm_head.weight"), emb = weights.find("model.embed_tokens.weight");
+    std::string emb_name;
+    for (const HfTensorPlan& t : hf_export_plan(r.format, r.cfg.model, params.infos()))
+      if (t.sources == std::vector<std::string>{"tok_emb.weight"}) emb_name = t.name;
+    const auto head = weights.find("lm_head.weight"), emb = weights.find(emb_name);
     if (head != weights.end()) {
       CANONLAB_CHECK(head->second.values == emb->second.values,
-                     "Hugging Face folder '" + dir + "': tie_word_embeddings is true, but lm_head.weight differs from "
-                     "model.embed_tokens.weight; canonlab's tied model has one matrix");
+                     "Hugging Face folder '" + dir + "': tie_word_embeddings is true, but lm_head.weight differs from " +
+                         emb_name + "; canonlab's tied model has one matrix");
       used.insert("lm_head.weight");
     }
   }

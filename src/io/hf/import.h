@@ -1,6 +1,7 @@
 #pragma once
-// canonlab import-hf DIR --out RUN_DIR: a Hugging Face LlamaForCausalLM or PhysicsLM4 LlamaCanon folder as a
-// canonlab run directory that eval, probe, generate and debug-dump accept (docs/huggingface.md):
+// canonlab import-hf DIR --out RUN_DIR: a Hugging Face LlamaForCausalLM folder, or a PhysicsLM4 LlamaCanon, GLACanon,
+// GatedDeltaNetCanon or Mamba2Canon one, as a canonlab run directory that eval, probe, generate and debug-dump
+// accept (docs/huggingface.md):
 //   RUN_DIR/config.resolved.yaml                              the model from config.json, a task (below), defaults
 //   RUN_DIR/checkpoints/step_00000000.{model,state}.safetensors  the weights as fp32 (zero AdamW moments)
 //   RUN_DIR/checkpoints/latest.json, RUN_DIR/imported_from.json  where the weights came from
