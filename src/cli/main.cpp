@@ -32,9 +32,13 @@ std::string describe_filesystem_error(const std::filesystem::filesystem_error& e
 // training then held the blocks of its first batch twice, once freed in the heap and once merged (E1-Bk0 at
 // T = 255: 666 MiB peak instead of 554; docs/resources.md). With a fixed threshold the peak is the resource
 // estimate's sum of live buffers; the training loop allocates nothing this large after its first step.
+// Smaller buffers stay in the heap, and its free top is kept up to 32 MiB instead of glibc's 128 KiB: oneDNN's sgemm
+// allocates and frees a scratch buffer of about 0.5 MiB per call, and with the default every free gave those pages
+// back (brk) and the next call faulted them in again, some 16 times and 4% of an E1-Bk0 step.
 void return_large_buffers_to_the_system() {
 #ifdef __GLIBC__
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
 #endif
 }
 

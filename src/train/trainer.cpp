@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "models/language_model.h"
 #include "train/adamw.h"
+#include "train/batch_prefetch.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/run_directory.h"
@@ -211,9 +212,9 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   auto t_start = std::chrono::steady_clock::now();
   double last_loss = writer ? metrics->last_train_loss() : NAN, tokens_done = 0;
   nlohmann::json last_eval;
-  // This rank's share of every step: split.micro_batches batches of split.rows sequences (train/step.h).
-  std::vector<Batch> micro_batches(size_t(split.micro_batches));
-  for (Batch& b : micro_batches) b.resize(split.rows, T);
+  // This rank's share of every step: split.micro_batches batches of split.rows sequences (train/step.h), the next
+  // step's drawn while this one trains.
+  BatchPrefetcher batches(*task, tc.data_seed, split, T, cursor.step, tc.steps, options.prefetch_batches);
   DeviceBuffer<float> folded;  // the running gradient sum between micro-batches
   if (split.micro_batches > 1) folded = DeviceBuffer<float>(params.memory(), params.total());
   if (writer && cursor.step == 0 && tc.checkpoint_every > 0) save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
@@ -221,11 +222,8 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
 
   for (int step = cursor.step; step < tc.steps; step++) {
     const double lr = learning_rate(tc, step);
-    for (int m = 0; m < split.micro_batches; m++)
-      for (int i = 0; i < split.rows; i++)
-        task->sample(micro_batches[size_t(m)], i, tc.data_seed, uint64_t(step), uint64_t(split.first_row(m) + i));
     const GlobalStepResult fb =
-        global_forward_backward(*model, arena, trace, micro_batches, folded, comm, step, stop_signals.received());
+        global_forward_backward(*model, arena, trace, batches.take(step), folded, comm, step, stop_signals.received());
     const double gnorm = apply_update(*model, opt, decay, tc, lr, step);
     cursor.step = step + 1;
     last_loss = fb.loss;

@@ -22,6 +22,8 @@ struct TrainOptions {
   bool force = false;
   bool progress = true;  // progress bar on stderr
   bool probe_at_end = true;
+  // Draw the next step's batches on a helper thread during the step (train/batch_prefetch.h); the same bits either way.
+  bool prefetch_batches = true;
   // The ranks of a data-parallel run (engine/comm/); null = this process alone. Rank 0 writes the run directory
   // (checkpoints, metrics, progress bar, evaluations, summary); the other ranks only compute their share.
   Communicator* comm = nullptr;

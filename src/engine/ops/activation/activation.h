@@ -117,12 +117,23 @@ void swiglu_backward(T* dgate_up, const T* dy, const T* gate_up, int N, int Hd) 
   }
 }
 
+// One element of sign and of the clipped straight-through gradient, shared by the whole-buffer loops below and the
+// row loops of rows.h (which run inside their own parallel region and must not open another one per row).
+template <class T>
+inline T sign_value(T x) {
+  return x >= T(0) ? T(1) : (x < T(0) ? T(-1) : x);  // NaN stays NaN
+}
+template <class T>
+inline T clipped_ste_value(T dy, T x) {
+  return std::abs(x) > T(1) ? T(0) : dy;
+}
+
 // y = +1 for x >= 0 (so sign(0) = +1, also for −0), −1 for x < 0; NaN stays NaN so the non-finite checks
 // downstream still see it.
 template <class T>
 void sign_forward(T* y, const T* x, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
-  for (size_t i = 0; i < n; i++) y[i] = x[i] >= T(0) ? T(1) : (x[i] < T(0) ? T(-1) : x[i]);
+  for (size_t i = 0; i < n; i++) y[i] = sign_value(x[i]);
 }
 // Straight-through estimator: dx = dy, or with clipped, dx = dy where |x| <= 1 and 0 where |x| > 1.
 template <class T>
@@ -133,7 +144,7 @@ void sign_ste_backward(T* dx, const T* dy, const T* x, size_t n, bool clipped) {
     return;
   }
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
-  for (size_t i = 0; i < n; i++) dx[i] = std::abs(x[i]) > T(1) ? T(0) : dy[i];
+  for (size_t i = 0; i < n; i++) dx[i] = clipped_ste_value(dy[i], x[i]);
 }
 
 }  // namespace canonlab
