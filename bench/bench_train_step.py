@@ -10,9 +10,13 @@ measures:
              AdamW step, zero_grad; torch.set_num_threads(P); W warmup steps, median of S timed steps
   - compile: the same with the forward + loss under torch.compile (mode "default"); compile time is
              reported separately; a compile failure is reported and the run goes on
-and the machine's float32 GEMM rate (1024^3, torch and numpy, at 1 and P threads).
+each at every thread count of --threads (default 1,2) and precision of --precisions (default fp32,bf16: ours with
+train.precision=bf16, PyTorch's forward + loss under torch.autocast("cpu", dtype=torch.bfloat16)), side by side in
+one run. The limit each step is measured against is the machine's GEMM rate at the model's own shapes (every
+nn.Linear of the reference model: forward, dx and dw GEMMs with B x T rows, torch.matmul in the step's precision, at
+the same thread count), beside the float32 GEMM rate at 1024^3 (torch and numpy).
 
-    python bench/bench_train_step.py --canonlab build/canonlab --threads 2 --steps 10 [--out FILE.md]
+    python bench/bench_train_step.py --canonlab build/canonlab --threads 1,2 --steps 10 [--out FILE.md]
 """
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ def run_ours(args, config, sets):
     cmd = [args.canonlab, "bench-step", config]
     for s in sets:
         cmd += ["--set", s]
-    cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
+    cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.P)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -67,8 +71,9 @@ def run_ours(args, config, sets):
     return {"error": f"no JSON line with ms_per_step in output: {first_line(p.stdout)}"}
 
 
-def time_torch(cfg, args, compiled: bool):
-    """Median ms of one training step of the PyTorch reference; dict with ms, tokens, compile_s or error."""
+def time_torch(cfg, args, compiled: bool, bf16: bool):
+    """Median ms of one training step of the PyTorch reference; dict with ms, tokens, compile_s or error. bf16: the
+    forward and the loss under CPU autocast (bfloat16 matmuls, fp32 weights and optimizer), as PyTorch users do."""
     torch.manual_seed(0)
     tr = cfg["train"]
     model = cm.CanonModel(cfg)
@@ -76,9 +81,17 @@ def time_torch(cfg, args, compiled: bool):
     tokens, targets, mask = cm.copy_batch(cfg["task"], int(tr["batch_size"]), 1)
     tokens = tokens.long()
 
-    def loss_fn(tok, tgt, msk):
+    def plain_loss(tok, tgt, msk):
         return cm.masked_cross_entropy(model(tok), tgt, msk)
 
+    def loss_fn(tok, tgt, msk):
+        if not bf16:
+            return plain_loss(tok, tgt, msk)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return plain_loss(tok, tgt, msk)
+
+    if compiled:
+        torch._dynamo.reset()  # each (threads, precision, T) compiles afresh
     fn = torch.compile(loss_fn, mode="default") if compiled else loss_fn
     clip = float(tr["grad_clip"])
 
@@ -115,6 +128,43 @@ def time_torch(cfg, args, compiled: bool):
 
 
 # ---------------------------------------------------------------------------------------------------------
+def model_gemm_shapes(cfg):
+    """(M, K, N) of every GEMM of the reference model's linear layers in one training step with B x T rows: the
+    forward (rows, in) @ (in, out), dx (rows, out) @ (out, in) and dw (out, rows) @ (rows, in); a tied LM head is
+    the embedding matrix used as a linear layer."""
+    model = cm.CanonModel(cfg)
+    rows = int(cfg["train"]["batch_size"]) * cm.seq_len(cfg["task"])
+    layers = [(m.in_features, m.out_features) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if getattr(model, "lm_head", None) is None:
+        emb = next(p for n, p in model.named_parameters() if p.dim() == 2 and "emb" in n)
+        layers.append((emb.shape[1], emb.shape[0]))
+    shapes = []
+    for fan_in, fan_out in layers:
+        shapes += [(rows, fan_in, fan_out), (rows, fan_out, fan_in), (fan_out, rows, fan_in)]
+    return shapes
+
+
+def gemm_rate_at_shapes(shapes, threads: int, dtype, reps: int = 5) -> float:
+    """GFLOP/s of torch.matmul over the given shapes (total FLOPs / sum of each shape's fastest time)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        total_flop, total_s = 0.0, 0.0
+        for M, K, N in shapes:
+            a, b = torch.randn(M, K).to(dtype), torch.randn(K, N).to(dtype)
+            a @ b
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                a @ b
+                times.append(time.perf_counter() - t0)
+            total_flop += 2.0 * M * N * K
+            total_s += min(times)
+        return total_flop / total_s / 1e9
+    finally:
+        torch.set_num_threads(old)
+
+
 def sgemm_torch(threads: int, n: int = 1024, reps: int = 5) -> float:
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -184,7 +234,8 @@ def main():
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "E1-Bk0.yaml"))
     ap.add_argument("--n-symbols", default="24,127", help="comma-separated task.n_symbols values (T = 2n+1)")
     ap.add_argument("--set", action="append", default=[], help="extra key=value overrides for both sides")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16")
     ap.add_argument("--steps", type=int, default=10, help="timed steps (median reported)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first (>= 1)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
@@ -195,8 +246,13 @@ def main():
     args = ap.parse_args()
     args.warmup = max(1, args.warmup)
     args.canonlab = os.path.abspath(args.canonlab)
-    P = args.threads
-    torch.set_num_threads(P)
+    thread_counts = [int(x) for x in args.threads.split(",") if x.strip()]
+    precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+    bad = [p for p in precisions if p not in ("fp32", "bf16")]
+    if bad or not thread_counts or min(thread_counts) < 1:
+        print(f"bench_train_step: --precisions takes fp32 and bf16 (got {args.precisions}); --threads positive "
+              f"integers (got {args.threads})")
+        return 1
 
     if not os.path.exists(args.config):
         print(f"bench_train_step: config not found: {args.config}")
@@ -215,24 +271,27 @@ def main():
         lines.append(s)
 
     cpu = platform.processor() or "?"
+    flags = set()
     try:
         with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
+            info = fh.read().splitlines()
+        cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), cpu)
+        flags = set(next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), []))
     except OSError:
         pass
+    isa = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
     emit(f"# Training step: canonlab vs PyTorch ({name})")
     emit()
-    emit(f"- machine: {cpu}, {os.cpu_count()} logical CPUs; threads P = {P}")
-    emit(f"- torch {torch.__version__} (MKL: {torch.backends.mkl.is_available()}), python {platform.python_version()}")
+    emit(f"- machine: {cpu}, {os.cpu_count()} logical CPUs; ISA: {' '.join(isa) or 'n/a'}")
+    emit(f"- torch {torch.__version__} (MKL: {torch.backends.mkl.is_available()}, "
+         f"mkldnn: {torch.backends.mkldnn.is_available()}), python {platform.python_version()}")
     emit(f"- {args.warmup} warmup steps, median of {args.steps} timed steps; a step = forward, loss, backward, "
-         "grad clip, AdamW, zero_grad; compile = forward + loss under torch.compile(mode='default')")
+         "grad clip, AdamW, zero_grad; compile = forward + loss under torch.compile(mode='default'); bf16 = "
+         "canonlab train.precision=bf16, PyTorch forward + loss under torch.autocast('cpu', torch.bfloat16)")
     emit(f"- copy task: T = 2 * n_symbols + 1 tokens per sequence")
 
-    g1, gp = sgemm_torch(1), sgemm_torch(P)
-    n1, npp = sgemm_numpy(1), sgemm_numpy(P)
-
     rows, notes = [], []
-    runs = []  # (tag, T, cfg, sets, {"canonlab": ..., "eager": ..., "compile": ...})
+    runs = []  # (tag, T, cfg, sets)
     for n in [int(x) for x in args.n_symbols.split(",") if x.strip()]:
         sets = [f"task.n_symbols={n}"]
         if n > base_vocab:  # the copy task needs n distinct symbols: n_symbols <= vocab
@@ -240,66 +299,64 @@ def main():
             notes.append(f"n_symbols={n} exceeds task.vocab={base_vocab}: that row also sets task.vocab={n}")
         sets += args.set
         cfg = cm.resolve_config(cm.load_yaml_config(args.config, sets))
-        T = cm.seq_len(cfg["task"])
-        runs.append((f"{name} T={T}", T, cfg, sets, {}))
+        runs.append((f"{name} T={cm.seq_len(cfg['task'])}", cm.seq_len(cfg["task"]), cfg, sets))
 
-    def measure(label, fn):
-        for tag, T, cfg, sets, res in runs:
-            print(f"... {tag}: {label}", file=sys.stderr, flush=True)
-            try:
-                res[label] = fn(cfg, sets)
-            except Exception as e:  # noqa: BLE001 - e.g. a config the reference does not implement
-                res[label] = {"error": f"{type(e).__name__}: {first_line(e)}"}
-
-    # canonlab first, then eager, then compile last: torch.compile leaves worker processes and caches behind
-    measure("canonlab", lambda cfg, sets: run_ours(args, args.config, sets))
-    measure("eager", lambda cfg, sets: time_torch(cfg, args, compiled=False))
-    if args.no_compile:
-        for run in runs:
-            run[4]["compile"] = {"error": "skipped (--no-compile)"}
-    else:
-        measure("compile", lambda cfg, sets: time_torch(cfg, args, compiled=True))
-
-    for tag, T, cfg, sets, res in runs:
-        ours, eager, comp = res["canonlab"], res["eager"], res["compile"]
-        for label, r in res.items():
-            if "error" in r:
-                notes.append(f"{tag}, {label}: {r['error']}")
-            if r.get("note"):
-                notes.append(f"{tag}, {label}: {r['note']}")
-            if r.get("spread", 1.0) > 1.25:
-                notes.append(f"{tag}, {label}: noisy timing, slowest step {r['spread']:.2f}x the fastest")
-        if "first_s" in comp and "error" not in comp:
-            notes.append(f"{tag}: torch.compile first step (compilation included) {comp['first_s']:.1f} s")
-        ours_ms = ours.get("ms_per_step")
-        tokens = ours.get("tokens_per_step", eager.get("tokens"))
-        if "tokens_per_step" in ours and eager.get("tokens") and ours["tokens_per_step"] != eager["tokens"]:
-            notes.append(f"{tag}: canonlab reports {ours['tokens_per_step']} tokens/step, the PyTorch batch has "
-                         f"{eager['tokens']} (B x T)")
-        if "threads" in ours and ours["threads"] != P:
-            notes.append(f"{tag}: canonlab ran with {ours['threads']} threads, asked for {P}")
-        gflop = ours.get("model_gflop_per_step")
-        ratio = lambda r: (r["ms"] / ours_ms) if ours_ms and r.get("ms") else None  # noqa: E731
-        rows.append([tag, str(T), str(tokens if tokens is not None else "n/a"), fmt(ours_ms), fmt(eager.get("ms")),
-                     fmt(comp.get("ms")), fmt(ratio(eager), 2), fmt(ratio(comp), 2),
-                     fmt(gflop / (ours_ms / 1e3) if gflop and ours_ms else None),
-                     fmt(gflop / (eager["ms"] / 1e3) if gflop and eager.get("ms") else None),
-                     fmt(gflop / (comp["ms"] / 1e3) if gflop and comp.get("ms") else None)])
+    sgemm_rows = []
+    for P in thread_counts:
+        args.P = P
+        torch.set_num_threads(P)
+        sgemm_rows.append((P, sgemm_torch(P), sgemm_numpy(P)))
+        for prec in precisions:
+            bf16 = prec == "bf16"
+            for tag, T, cfg, sets in runs:
+                print(f"... {tag}, {P} thread(s), {prec}", file=sys.stderr, flush=True)
+                res = {}
+                res["canonlab"] = run_ours(args, args.config, sets + [f"train.precision={prec}"])
+                for label, compiled in (("eager", False), ("compile", True)):
+                    if compiled and args.no_compile:
+                        res[label] = {"error": "skipped (--no-compile)"}
+                        continue
+                    try:
+                        res[label] = time_torch(cfg, args, compiled=compiled, bf16=bf16)
+                    except Exception as e:  # noqa: BLE001 - e.g. a config the reference does not implement
+                        res[label] = {"error": f"{type(e).__name__}: {first_line(e)}"}
+                limit = gemm_rate_at_shapes(model_gemm_shapes(cfg), P, torch.bfloat16 if bf16 else torch.float32)
+                ours, eager, comp = res["canonlab"], res["eager"], res["compile"]
+                where = f"{tag}, {P}T, {prec}"
+                for label, r in res.items():
+                    if "error" in r:
+                        notes.append(f"{where}, {label}: {r['error']}")
+                    if r.get("note"):
+                        notes.append(f"{where}, {label}: {r['note']}")
+                    if r.get("spread", 1.0) > 1.25:
+                        notes.append(f"{where}, {label}: noisy timing, slowest step {r['spread']:.2f}x the fastest")
+                if ours.get("bf16_gemm") and f"canonlab bf16: {ours['bf16_gemm']}" not in notes:
+                    notes.append(f"canonlab bf16: {ours['bf16_gemm']}")
+                if "threads" in ours and ours["threads"] != P:
+                    notes.append(f"{where}: canonlab ran with {ours['threads']} threads, asked for {P}")
+                ours_ms, gflop = ours.get("ms_per_step"), ours.get("model_gflop_per_step")
+                ratio = lambda r: (r["ms"] / ours_ms) if ours_ms and r.get("ms") else None  # noqa: E731
+                rate = gflop / (ours_ms / 1e3) if gflop and ours_ms else None
+                rows.append([tag, str(P), prec, fmt(ours_ms), fmt(eager.get("ms")), fmt(comp.get("ms")),
+                             fmt(ratio(eager), 2), fmt(ratio(comp), 2), fmt(rate), fmt(limit),
+                             f"{100 * rate / limit:.0f}%" if rate and limit else "n/a"])
 
     emit()
-    head = ["config", "T", "tokens/step", "ours ms", "eager ms", "compile ms", "eager/ours", "compile/ours",
-            "ours GFLOP/s", "eager GFLOP/s", "compile GFLOP/s"]
+    head = ["config", "threads", "precision", "ours ms", "eager ms", "compile ms", "eager/ours", "compile/ours",
+            "ours GFLOP/s", "GEMM limit GFLOP/s", "ours / limit"]
     emit("| " + " | ".join(head) + " |")
     emit("|" + "---|" * 3 + "---:|" * (len(head) - 3))
     for r in rows:
         emit("| " + " | ".join(r) + " |")
     emit()
-    emit(f"GFLOP/s use canonlab's model_gflop_per_step for all three columns. Ratios > 1: canonlab is faster.")
+    emit("GFLOP/s: canonlab's model_gflop_per_step over its median step. GEMM limit: torch.matmul at the model's own "
+         "linear-layer shapes (forward, dx, dw with B x T rows) in the row's precision and thread count. Ratios > 1: "
+         "canonlab is faster.")
     emit()
-    emit(f"| sgemm 1024^3 float32 | 1 thread GFLOP/s | {P} threads GFLOP/s |")
-    emit("|---|---:|---:|")
-    emit(f"| torch | {fmt(g1)} | {fmt(gp)} |")
-    emit(f"| numpy | {fmt(n1)} | {fmt(npp)} |")
+    emit("| sgemm 1024^3 float32 | threads | GFLOP/s torch | GFLOP/s numpy |")
+    emit("|---|---:|---:|---:|")
+    for P, g, n in sgemm_rows:
+        emit(f"| | {P} | {fmt(g)} | {fmt(n)} |")
     if args.bench_kernels:
         res = bench_kernels(args.bench_kernels, args.bench_kernels_filter, args.timeout)
         emit()

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "engine/ops/linear/bf16.h"
 #include "engine/threads.h"
 #include "eval/flops.h"
 #include "models/language_model.h"
@@ -54,6 +55,7 @@ int run_bench_step(const BenchStepArgs& a) {
                       {"device", model->backend().name()},
                       {"precision", cfg.train.precision},
                       {"arena_mib", double(arena.high_water_bytes()) / (1 << 20)}};
+  if (cfg.train.precision == "bf16" && cfg.train.device == "cpu") j["bf16_gemm"] = bf16_path_description();
   std::cout << j.dump() << "\n";
   return 0;
 }

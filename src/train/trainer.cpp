@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "engine/backend/make_backend.h"
+#include "engine/ops/linear/bf16.h"
 #include "engine/threads.h"
 #include "eval/evaluate.h"
 #include "eval/probe.h"
@@ -192,6 +193,9 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
     if (writer) std::fprintf(stderr, "resuming from step %d of %s\n", cursor.step, ckpt_dir.c_str());
   }
   check_ranks_agree(comm, cfg, params, cursor.step);
+  // Said once, where the user sees it: whether bf16 pays on this CPU (the emulated path is no faster than fp32).
+  if (writer && tc.precision == "bf16" && tc.device == "cpu")
+    std::fprintf(stderr, "train.precision=bf16: %s\n", bf16_path_description().c_str());
   std::optional<MetricsLog> metrics;
   if (writer) {
     write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
@@ -276,6 +280,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   summary["parameters"] = params.total();
   summary["threads"] = thread_count();
   summary["device"] = model->backend().name();
+  if (tc.precision == "bf16" && tc.device == "cpu") summary["bf16_gemm"] = bf16_path_description();
   if (comm.size() > 1) {
     summary["ranks"] = comm.size();
     summary["communicator"] = comm.name();

@@ -118,9 +118,12 @@ TEST(OpsBf16, RepeatedCallsAreBitIdentical) {
 }
 
 TEST(OpsBf16, ReportsWhichPathThisMachineTakes) {
-  // Informational: oneDNN 2.6 has a bf16 matmul only on AVX-512 processors; elsewhere the emulated path runs.
-  std::cout << "bf16 GEMM path on this machine: " << bf16_path_name(bf16_gemm_path()) << "\n";
-  if (bf16_gemm_path() == Bf16Path::emulated) GTEST_SKIP() << "no oneDNN bf16 matmul on this CPU: the native path is untested here";
+  // Native only where oneDNN runs bf16 in hardware (AVX512-BF16 or AMX); elsewhere the emulated path runs.
+  std::cout << "bf16 GEMM path on this machine: " << bf16_path_description() << "\n";
+  if (bf16_gemm_path() == Bf16Path::emulated)
+    GTEST_SKIP() << "no AVX512-BF16 or AMX on this CPU: the native path is untested here";
+  EXPECT_NE(bf16_matmul_impl().find("brg"), std::string::npos)
+      << "oneDNN picked " << bf16_matmul_impl() << " for a dense bf16 matmul, not its brgemm kernels";
   Bf16Gemm g;
   EXPECT_EQ(g.path(), Bf16Path::native);
 }

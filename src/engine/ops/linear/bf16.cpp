@@ -1,6 +1,7 @@
 #include "engine/ops/linear/bf16.h"
 
 #include <algorithm>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -55,12 +56,14 @@ void rows_to_bf16(bf16_bits* out, int ld_out, const float* in, int ld_in, int ro
 struct Bf16Gemm::Native {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  // One primitive per (trans_a, trans_b, M, N, K, alpha, beta, ldc): creating one costs far more than running a
-  // small GEMM, and a run uses a handful of shapes.
-  std::map<std::tuple<bool, bool, int, int, int, float, float, int>, dnnl::matmul> primitives;
+  // One primitive per (trans_a, trans_b, M, N, K, alpha, beta): creating one costs far more than running a small
+  // GEMM, and a run uses a handful of shapes. The output is always dense (ld = N): oneDNN 2.6 runs its bf16 brgemm
+  // kernels only on a dense destination and falls back to gemm:jit (slower than the fp32 sgemm) on a strided one.
+  std::map<std::tuple<bool, bool, int, int, int, float, float>, dnnl::matmul> primitives;
+  std::vector<float> c_dense;  // a strided C is computed here and copied out
 
-  dnnl::matmul& primitive(bool ta, bool tb, int M, int N, int K, float alpha, float beta, int ldc) {
-    const auto key = std::make_tuple(ta, tb, M, N, K, alpha, beta, ldc);
+  dnnl::matmul& primitive(bool ta, bool tb, int M, int N, int K, float alpha, float beta) {
+    const auto key = std::make_tuple(ta, tb, M, N, K, alpha, beta);
     auto it = primitives.find(key);
     if (it != primitives.end()) return it->second;
     using dt = dnnl::memory::data_type;
@@ -68,7 +71,7 @@ struct Bf16Gemm::Native {
     const Stored a = stored_shape(ta, M, K), b = stored_shape(tb, K, N);
     const auto src = strided_desc(dt::bf16, M, K, ta, a.cols);
     const auto weights = strided_desc(dt::bf16, K, N, tb, b.cols);
-    const auto dst = strided_desc(dt::f32, M, N, false, ldc);
+    const auto dst = strided_desc(dt::f32, M, N, false, N);
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
     if (beta != 0.f) {
@@ -81,18 +84,41 @@ struct Bf16Gemm::Native {
   }
 };
 
-Bf16Path bf16_gemm_path() {
-  // Asking for the primitive is the only reliable test: oneDNN picks implementations by ISA at run time.
+namespace {
+// The implementation oneDNN picks for a dense bf16 matmul on this CPU ("brg:avx512_core_bf16", "brg:avx512_core_amx",
+// "gemm:jit", ...), or "" where it has none (oneDNN 2.6 on AVX2-only processors).
+std::string probe_bf16_matmul() {
   try {
     using dt = dnnl::memory::data_type;
     dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    const dnnl::memory::desc a({16, 16}, dt::bf16, dnnl::memory::format_tag::ab);
-    const dnnl::memory::desc c({16, 16}, dt::f32, dnnl::memory::format_tag::ab);
+    const dnnl::memory::desc a({256, 256}, dt::bf16, dnnl::memory::format_tag::ab);
+    const dnnl::memory::desc c({256, 256}, dt::f32, dnnl::memory::format_tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), engine);
-    return Bf16Path::native;
+    return pd.impl_info_str();
   } catch (const dnnl::error&) {
-    return Bf16Path::emulated;
+    return "";
   }
+}
+}  // namespace
+
+const std::string& bf16_matmul_impl() {
+  static const std::string impl = probe_bf16_matmul();  // the CPU and the library do not change while we run
+  return impl;
+}
+
+Bf16Path bf16_gemm_path() {
+  // Native only where oneDNN runs bf16 dot products in hardware (AVX512-BF16 or AMX): on AVX-512 without them it
+  // emulates them, slower than the fp32 GEMM on bf16-rounded inputs that gives the same products.
+  const std::string& impl = bf16_matmul_impl();
+  const bool hardware = impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
+  return hardware ? Bf16Path::native : Bf16Path::emulated;
+}
+
+std::string bf16_path_description() {
+  if (bf16_gemm_path() == Bf16Path::native) return "native: oneDNN bf16 matmul (" + bf16_matmul_impl() + ")";
+  return "emulated: this CPU has neither AVX512-BF16 nor AMX" +
+         (bf16_matmul_impl().empty() ? std::string() : " (oneDNN would use " + bf16_matmul_impl() + ")") +
+         ", so the GEMMs run in fp32 on bf16-rounded inputs: the same products, no faster than fp32";
 }
 
 const char* bf16_path_name(Bf16Path path) {
@@ -120,13 +146,24 @@ void Bf16Gemm::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const fl
   grow(b_bits_, size_t(b.rows) * b.cols);
   rows_to_bf16(a_bits_.data(), a.cols, A, lda, a.rows, a.cols);
   rows_to_bf16(b_bits_.data(), b.cols, B, ldb, b.rows, b.cols);
-  dnnl::matmul& mm = native_->primitive(ta, tb, M, N, K, alpha, beta, ldc);
+  dnnl::matmul& mm = native_->primitive(ta, tb, M, N, K, alpha, beta);
+  // A strided C goes through a dense copy (its old values first where beta needs them).
+  const bool dense = ldc == N;
+  float* c = C;
+  if (!dense) {
+    grow(native_->c_dense, size_t(M) * N);
+    c = native_->c_dense.data();
+    if (beta != 0.f)
+      for (int m = 0; m < M; m++) std::copy_n(C + size_t(m) * ldc, N, c + size_t(m) * N);
+  }
   using dt = dnnl::memory::data_type;
   dnnl::memory src(strided_desc(dt::bf16, M, K, ta, a.cols), native_->engine, a_bits_.data());
   dnnl::memory weights(strided_desc(dt::bf16, K, N, tb, b.cols), native_->engine, b_bits_.data());
-  dnnl::memory dst(strided_desc(dt::f32, M, N, false, ldc), native_->engine, C);
+  dnnl::memory dst(strided_desc(dt::f32, M, N, false, N), native_->engine, c);
   mm.execute(native_->stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
   native_->stream.wait();
+  if (!dense)
+    for (int m = 0; m < M; m++) std::copy_n(c + size_t(m) * N, N, C + size_t(m) * ldc);
 }
 
 // ---- the linear layer ---------------------------------------------------------------------------------------------

@@ -5,11 +5,12 @@
 // from an fp32 GEMM is the input rounding and the accumulation order.
 //
 // Two ways to run it, chosen once per process by what the CPU and oneDNN support:
-//   native:   oneDNN's matmul primitive on bf16 inputs with an f32 output (AVX512-BF16 or AMX; on AVX-512 without
-//             them oneDNN emulates the dot products);
+//   native:   oneDNN's matmul primitive on bf16 inputs with a dense f32 output, where oneDNN runs it in hardware
+//             (AVX512-BF16: brg:avx512_core_bf16; AMX: brg:avx512_core_amx);
 //   emulated: the inputs are rounded to bf16 values held in fp32, then the ordinary fp32 GEMM runs on them. Used
-//             where oneDNN has no bf16 matmul (oneDNN 2.6 on AVX2-only processors): the same numbers up to the
-//             accumulation order, no faster than fp32.
+//             everywhere else (oneDNN 2.6 has no bf16 matmul on AVX2-only processors, and emulates the dot products
+//             on AVX-512 without BF16, slower than this): the same numbers up to the accumulation order, no faster
+//             than fp32.
 // Either way one process always takes the same path, so runs are deterministic.
 #include <bit>
 #include <cstddef>
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -66,8 +68,12 @@ class Bf16Gemm {
   std::vector<bf16_bits> a_bits_, b_bits_;         // native path
 };
 
-// Whether this process's oneDNN has a bf16 matmul on this CPU (what Bf16Gemm chooses).
+// What Bf16Gemm chooses on this CPU: native where this process's oneDNN runs bf16 matmuls in hardware (AVX512-BF16
+// or AMX), emulated elsewhere. bf16_matmul_impl() is oneDNN's implementation name ("" where it has none);
+// bf16_path_description() one line for the user: the path, and on the emulated one why and what it costs.
 Bf16Path bf16_gemm_path();
+const std::string& bf16_matmul_impl();
+std::string bf16_path_description();
 const char* bf16_path_name(Bf16Path path);
 
 // The linear layer of engine/ops/linear/fast.h with bf16 GEMM inputs (same arguments and layout; the bias and its
