@@ -165,20 +165,8 @@ def gemm_rate_at_shapes(shapes, threads: int, dtype, reps: int = 5) -> float:
         torch.set_num_threads(old)
 
 
-def sgemm_torch(threads: int, n: int = 1024, reps: int = 5) -> float:
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        a @ b
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        return 2 * n ** 3 / min(times) / 1e9
-    finally:
-        torch.set_num_threads(old)
+def sgemm_torch(threads: int, n: int = 1024) -> float:
+    return gemm_rate_at_shapes([(n, n, n)], threads, torch.float32)
 
 
 NUMPY_GEMM = """
