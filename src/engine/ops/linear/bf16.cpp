@@ -131,20 +131,20 @@ Bf16Gemm::Bf16Gemm() : path_(bf16_gemm_path()) {
 Bf16Gemm::~Bf16Gemm() = default;
 
 void Bf16Gemm::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                    int ldb, float beta, float* C, int ldc) {
+                    int ldb, float beta, float* C, int ldc, bool reuse_a) {
   if (M <= 0 || N <= 0) return;
   const Stored a = stored_shape(ta, M, K), b = stored_shape(tb, K, N);
   if (path_ == Bf16Path::emulated) {
     grow(a_rounded_, size_t(a.rows) * a.cols);
     grow(b_rounded_, size_t(b.rows) * b.cols);
-    round_rows_to_bf16(a_rounded_.data(), a.cols, A, lda, a.rows, a.cols);
+    if (!reuse_a) round_rows_to_bf16(a_rounded_.data(), a.cols, A, lda, a.rows, a.cols);
     round_rows_to_bf16(b_rounded_.data(), b.cols, B, ldb, b.rows, b.cols);
     canonlab::gemm(ta, tb, M, N, K, alpha, a_rounded_.data(), a.cols, b_rounded_.data(), b.cols, beta, C, ldc);
     return;
   }
   grow(a_bits_, size_t(a.rows) * a.cols);
   grow(b_bits_, size_t(b.rows) * b.cols);
-  rows_to_bf16(a_bits_.data(), a.cols, A, lda, a.rows, a.cols);
+  if (!reuse_a) rows_to_bf16(a_bits_.data(), a.cols, A, lda, a.rows, a.cols);
   rows_to_bf16(b_bits_.data(), b.cols, B, ldb, b.rows, b.cols);
   dnnl::matmul& mm = native_->primitive(ta, tb, M, N, K, alpha, beta);
   // A strided C goes through a dense copy (its old values first where beta needs them).
@@ -182,7 +182,8 @@ void linear_backward_bf16(Bf16Gemm& g, float* dx, int lddx, float* dw, float* db
   // dx (N, IN) = dy (N, OUT) @ w (OUT, IN)
   if (dx) g.gemm(false, false, N, IN, OUT, 1.f, dy, lddy, w, IN, 0.f, dx, lddx);
   // dw (OUT, IN) += dy^T (OUT, N) @ x (N, IN)
-  g.gemm(true, false, OUT, IN, N, 1.f, dy, lddy, x, ldx, 1.f, dw, IN);
+  // dy was converted for dx just before, stored the same way (N, OUT): converted once.
+  g.gemm(true, false, OUT, IN, N, 1.f, dy, lddy, x, ldx, 1.f, dw, IN, /*reuse_a=*/dx != nullptr);
   // The bias gradient is not a GEMM: fp32 inputs, double sums, as in the fp32 linear layer.
   if (db) linear_bias_backward(db, dy, lddy, N, OUT);
 }

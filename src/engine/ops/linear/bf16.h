@@ -28,11 +28,12 @@ namespace canonlab {
 using bf16_bits = uint16_t;  // a bfloat16 value: the upper 16 bits of an IEEE float
 
 // Round to nearest, ties to even; NaN stays a (quiet) NaN, infinities stay infinite, overflow rounds to infinity.
+// Branch-free, so the conversion loops vectorise (they were 6% of a bf16 step as a scalar loop).
 inline bf16_bits float_to_bf16(float x) {
   const uint32_t bits = std::bit_cast<uint32_t>(x);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return bf16_bits((bits >> 16) | 0x0040u);  // NaN: keep it a NaN
-  const uint32_t lsb = (bits >> 16) & 1u;
-  return bf16_bits((bits + 0x7fffu + lsb) >> 16);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;  // a NaN stays a NaN, even one whose payload would round away
+  return bf16_bits((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 inline float bf16_to_float(bf16_bits b) { return std::bit_cast<float>(uint32_t(b) << 16); }
 inline float round_to_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
@@ -56,8 +57,10 @@ class Bf16Gemm {
   Bf16Gemm(const Bf16Gemm&) = delete;
   Bf16Gemm& operator=(const Bf16Gemm&) = delete;
 
+  // reuse_a: A is the previous call's A (the same values, stored the same way), already converted; the linear
+  // layer's backward uses it for dy, the first operand of both dx = dy w and dw = dyᵀ x.
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-            int ldb, float beta, float* C, int ldc);
+            int ldb, float beta, float* C, int ldc, bool reuse_a = false);
   Bf16Path path() const { return path_; }
 
  private:
