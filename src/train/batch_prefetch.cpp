@@ -1,5 +1,8 @@
 #include "train/batch_prefetch.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include "engine/error.h"
 
 namespace canonlab {
@@ -13,7 +16,20 @@ BatchPrefetcher::BatchPrefetcher(const Task& task, uint64_t data_seed, BatchSpli
   }
   if (enabled && first_step < last_step) {
     requested_ = first_step;
-    helper_ = std::thread([this] { work(); });
+    // The stop signals (train/stop_signals.h) must be taken by the training thread: a signal handled on the helper
+    // reached the step loop's check a step late when the helper waited for a core (a sweep's SIGTERM checkpointed
+    // step 7 instead of 6 under ctest -j2). A thread inherits its creator's mask, so the helper is created with
+    // every signal blocked and the mask is restored here.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    try {
+      helper_ = std::thread([this] { work(); });
+    } catch (...) {
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      throw;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
 }
 
