@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cuda/check.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/graph.h"
 #include "engine/ops/activation/cuda.h"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
@@ -274,6 +275,28 @@ RunConfig tiny_run(const std::vector<std::string>& extra) {
                                    "task.n_symbols=5", "train.batch_size=4", "model.canon.set=ABCD"};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return config_from_yaml_string("{}", sets);
+}
+
+// The one buffer class of every device (engine/backend/memory.h), on host memory: copies both ways, fills, an
+// upload larger than the buffer refused with both sizes named, moves that leave the source empty.
+TEST(DeviceBuffer, CopiesFillsRefusesOversizedUploadsAndMoves) {
+  DeviceBuffer<float> b(host_memory(), 5);
+  b.upload(std::vector<float>{1, 2, 3});
+  EXPECT_EQ(b.download()[2], 3.f);
+  b.fill_zero();
+  EXPECT_EQ(b.download(), std::vector<float>(5, 0.f));
+  b.fill_bytes(0xff);
+  for (float v : b.download()) EXPECT_TRUE(std::isnan(v));
+  try {
+    b.upload(std::vector<float>(6, 1.f));
+    ADD_FAILURE() << "an upload of 6 elements into a buffer of 5 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("6 elements into a buffer of 5"), std::string::npos) << e.what();
+  }
+  DeviceBuffer<float> moved(std::move(b));
+  EXPECT_EQ(moved.size(), 5u);
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is part of the contract
+  EXPECT_EQ(&moved.memory(), &host_memory());
 }
 
 TEST(ParameterStore, HostCopiesRoundTripAndInitIsTheSameOnEveryPath) {

@@ -23,7 +23,7 @@ class HostMemory final : public DeviceMemory {
   void deallocate(void* p) noexcept override { std::free(p); }
   void copy_from_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void fill_zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+  void fill_bytes(void* dst, int byte, size_t bytes) override { std::memset(dst, byte, bytes); }
 };
 
 }  // namespace

@@ -1,15 +1,18 @@
 #pragma once
-// Where a backend's buffers live. Parameters, gradients, AdamW moments and the step arena are allocated from the
+// Where a backend's buffers live: the one memory and buffer abstraction of every backend (host RAM here,
+// engine/cuda/memory.h for GPUs). Parameters, gradients, AdamW moments and the step arena are allocated from the
 // run's DeviceMemory; host code touches them only through copy_to_host / copy_from_host (checkpoints, metrics,
 // probes) or, where host_accessible() (the CPU backend), directly.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/error.h"
 
 namespace canonlab {
 
@@ -24,7 +27,9 @@ class DeviceMemory {
   virtual void deallocate(void* p) noexcept = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
-  virtual void fill_zero(void* dst, size_t bytes) = 0;
+  // Every byte set to `byte` (0 gives zeros, 0xff NaNs for floats: the tests' poison for "must be written").
+  virtual void fill_bytes(void* dst, int byte, size_t bytes) = 0;
+  void fill_zero(void* dst, size_t bytes) { fill_bytes(dst, 0, bytes); }
 };
 
 // Host RAM: what the CPU backend computes in. Stateless, so one instance serves every run.
@@ -63,6 +68,8 @@ class DeviceBuffer {
   DeviceMemory& memory() const { return *memory_; }
 
   void upload(std::span<const T> host) {
+    CANONLAB_CHECK(host.size() <= size_, "DeviceBuffer::upload: " + std::to_string(host.size()) +
+                                             " elements into a buffer of " + std::to_string(size_));
     if (!host.empty()) memory_->copy_from_host(data_, host.data(), host.size() * sizeof(T));
   }
   std::vector<T> download() const {
@@ -70,8 +77,9 @@ class DeviceBuffer {
     if (size_ > 0) memory_->copy_to_host(host.data(), data_, size_ * sizeof(T));
     return host;
   }
-  void fill_zero() {
-    if (size_ > 0) memory_->fill_zero(data_, size_ * sizeof(T));
+  void fill_zero() { fill_bytes(0); }
+  void fill_bytes(int byte) {
+    if (size_ > 0) memory_->fill_bytes(data_, byte, size_ * sizeof(T));
   }
 
  private:
