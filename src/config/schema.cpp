@@ -292,7 +292,11 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(train.threads, "worker threads; 0 = all cores").at_least(0).at_most(kMaxThreads));
   add(CANONLAB_KEY(train.device, "where the run computes: parameters, gradients, optimizer state and activations live there (docs/engine.md#backends)")
           .with_rule("cpu, cuda (GPU 0) or cuda:N; cuda needs a build with the CUDA backend"));
-  add(CANONLAB_KEY(train.precision, "fp32, or bf16: the linear layers' GEMMs take bf16 inputs with fp32 accumulation; master weights, gradient sums, AdamW, norms, softmax and loss stay fp32")
+  add(CANONLAB_KEY(train.precision,
+                   "fp32, or bf16: the linear layers' GEMMs take bf16 inputs with fp32 accumulation; master weights, "
+                   "gradient sums, AdamW, norms, softmax and loss stay fp32. Pays on CPUs with AVX512-BF16 or AMX "
+                   "(E1-Bk0 step 1.28–1.37× fp32 on a Zen 4, BENCHMARKS.md); elsewhere emulated and no faster, which "
+                   "`train` says once at its start")
           .one_of({"fp32", "bf16"}));
   add(CANONLAB_KEY(train.log_every, "steps between log lines").at_least(1).at_most(kMaxSteps));
   add(CANONLAB_KEY(train.eval_every, "steps between evaluations; 0 = only at the end").at_least(0).at_most(kMaxSteps));
