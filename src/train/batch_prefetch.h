@@ -1,8 +1,8 @@
 #pragma once
 // The training batches of step s + 1 drawn on a helper thread while step s trains. A batch is a pure function of
 // (data_seed, step, row) (data/task.h), so the thread that draws it changes no bit: a run with the prefetcher and
-// one without (TrainOptions::prefetch_batches) train the same bits. The helper draws one step ahead, into the other of two
-// sets of buffers, so nothing is allocated per step. An error while drawing (a text shard that cannot be read)
+// one without (TrainOptions::prefetch_batches) train the same bits. The helper draws one step ahead, into the other
+// of two sets of buffers, so nothing is allocated per step. An error while drawing (a text shard that cannot be read)
 // is thrown by take() of the step that needed the batch.
 #include <condition_variable>
 #include <exception>

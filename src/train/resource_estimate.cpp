@@ -495,8 +495,8 @@ void register_parameters(ParameterStore<float>& store, const ModelConfig& m) {
 }
 
 // bf16 precision: Bf16Gemm (engine/ops/linear/bf16.h) converts both operands of each GEMM into two scratch buffers
-// that grow to the largest operand they have held, and (native path) computes a strided output in a dense one. The first operand is x or dy (N rows of in or out values), the
-// second w (out, in) or, for dw, x (N, in). Consecutive 2-D weights with the same input width are counted as one
+// that grow to the largest operand they have held, and (native path) computes a strided output in a dense one. The
+// first operand is x or dy (N rows of in or out values), the second w (out, in) or, for dw, x (N, in). Consecutive 2-D weights with the same input width are counted as one
 // fused GEMM (q|k|v, gate|up: Linear::followed_in_memory_by), which can only overstate. Elements, for N rows.
 double bf16_gemm_scratch_elements(const ModelConfig& m, double N) {
   ParameterStore<float> store;
@@ -625,8 +625,8 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
         arena_keys(m, B, T, e.threads, seq_key, e.eval_arena_bytes), running);
   }
   if (bf16)  // inputs as floats: the emulated path's size, twice the native path's bf16 storage
-    add("bf16 GEMM scratch (the largest GEMM's two inputs, converted, and a dense output)", bf16_gemm_scratch_elements(m, B * T) * kFloat,
-        batch_keys + ", model.d_model, model.vocab_size", running);
+    add("bf16 GEMM scratch (the largest GEMM's two inputs, converted, and a dense output)",
+        bf16_gemm_scratch_elements(m, B * T) * kFloat, batch_keys + ", model.d_model, model.vocab_size", running);
   const int eval_batches = task ? task->eval_batch_count(t.eval_batches, t.batch_size) : t.eval_batches;
   add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
           std::to_string(eval_batches) + ")",

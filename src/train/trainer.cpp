@@ -194,8 +194,8 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   }
   check_ranks_agree(comm, cfg, params, cursor.step);
   // Said once, where the user sees it: whether bf16 pays on this CPU (the emulated path is no faster than fp32).
-  if (writer && tc.precision == "bf16" && tc.device == "cpu")
-    std::fprintf(stderr, "train.precision=bf16: %s\n", bf16_path_description().c_str());
+  const std::string bf16_gemm = tc.precision == "bf16" && tc.device == "cpu" ? bf16_path_description() : "";
+  if (writer && !bf16_gemm.empty()) std::fprintf(stderr, "train.precision=bf16: %s\n", bf16_gemm.c_str());
   std::optional<MetricsLog> metrics;
   if (writer) {
     write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
@@ -280,7 +280,7 @@ nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
   summary["parameters"] = params.total();
   summary["threads"] = thread_count();
   summary["device"] = model->backend().name();
-  if (tc.precision == "bf16" && tc.device == "cpu") summary["bf16_gemm"] = bf16_path_description();
+  if (!bf16_gemm.empty()) summary["bf16_gemm"] = bf16_gemm;
   if (comm.size() > 1) {
     summary["ranks"] = comm.size();
     summary["communicator"] = comm.name();

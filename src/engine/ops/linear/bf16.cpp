@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/blas.h"
+#include "engine/ops/elementwise/elementwise.h"
 #include "engine/ops/linear/fast.h"
 #include "engine/error.h"
 
@@ -153,8 +154,7 @@ void Bf16Gemm::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const fl
   if (!dense) {
     grow(native_->c_dense, size_t(M) * N);
     c = native_->c_dense.data();
-    if (beta != 0.f)
-      for (int m = 0; m < M; m++) std::copy_n(C + size_t(m) * ldc, N, c + size_t(m) * N);
+    if (beta != 0.f) copy_rows(c, N, C, ldc, M, N);
   }
   using dt = dnnl::memory::data_type;
   dnnl::memory src(strided_desc(dt::bf16, M, K, ta, a.cols), native_->engine, a_bits_.data());
@@ -162,8 +162,7 @@ void Bf16Gemm::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const fl
   dnnl::memory dst(strided_desc(dt::f32, M, N, false, N), native_->engine, c);
   mm.execute(native_->stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
   native_->stream.wait();
-  if (!dense)
-    for (int m = 0; m < M; m++) std::copy_n(c + size_t(m) * N, N, C + size_t(m) * ldc);
+  if (!dense) copy_rows(C, ldc, c, N, M, N);
 }
 
 // ---- the linear layer ---------------------------------------------------------------------------------------------
