@@ -87,8 +87,9 @@ def train(config: Config, overrides: Overrides = None, out: Union[None, str, Pat
 
 
 def sweep(sweep_file: Union[str, PathLike], *, out: Union[None, str, PathLike] = None, jobs: Optional[int] = None,
-          threads_per_run: Optional[int] = None, force: bool = False) -> Sweep:
-    """Runs a sweep as `canonlab sweep FILE` (one process per run; its progress is echoed here) and returns the
+          threads_per_run: Optional[int] = None, pack: Union[None, int, str] = None, force: bool = False) -> Sweep:
+    """Runs a sweep as `canonlab sweep FILE` (one process per run, or with pack=N or "auto" packs of runs that
+    share their shapes, each run with the bits it has alone; its progress is echoed here) and returns the
     canonlab.Sweep. A finished sweep is not retrained: run again, it only trains what is missing."""
     args = ["sweep", str(sweep_file)]
     if out is not None:
@@ -97,6 +98,8 @@ def sweep(sweep_file: Union[str, PathLike], *, out: Union[None, str, PathLike] =
         args += ["--jobs", str(jobs)]
     if threads_per_run is not None:
         args += ["--threads-per-run", str(threads_per_run)]
+    if pack is not None:
+        args += ["--pack", str(pack)]
     if force:
         args.append("--force")
     _cli.run_streaming(args)

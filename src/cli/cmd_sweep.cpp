@@ -1,4 +1,4 @@
-// canonlab sweep SWEEP.yaml [--jobs N] [--threads-per-run T] [--out DIR] [--force] [--dry-run]
+// canonlab sweep SWEEP.yaml [--jobs N] [--threads-per-run T] [--pack N|auto] [--out DIR] [--force] [--dry-run]
 //                           [--launcher slurm [--runs-per-task K] [--partition P] [--time T] ...]
 // canonlab sweep --status DIR
 // canonlab sweep-task SUBMISSION.json TASK     (internal: one Slurm array task; the sbatch script runs it)
@@ -16,6 +16,7 @@
 #include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/overview.h"
+#include "sweep/pack_attempt.h"
 #include "sweep/runner.h"
 #include "sweep/slurm_launcher.h"
 #include "sweep/slurm_queue.h"
@@ -41,7 +42,7 @@ std::string flag_name(const std::string& key) {
 }
 
 struct SweepArgs {
-  std::string sweep_path, out, launcher = "local", status_dir;
+  std::string sweep_path, out, launcher = "local", status_dir, pack;
   int jobs = 0, threads_per_run = 1;
   bool force = false, dry_run = false;
   std::map<std::string, std::string> slurm_flags;  // key -> value, for the flags given
@@ -93,6 +94,17 @@ int run_sweep_command(const SweepArgs& a) {
   } else {
     CANONLAB_CHECK(a.app->count("--jobs") == 0,
                    "--jobs is for the local launcher; with --launcher slurm, --max-running limits the array tasks at once");
+    CANONLAB_CHECK(a.pack != "auto", "--pack auto sizes packs to this machine's memory; with --launcher slurm give "
+                                     "the number of runs per pack (each pack is one array task)");
+    CANONLAB_CHECK(a.pack.empty() || a.app->count("--runs-per-task") == 0,
+                   "--pack N makes each array task one pack of up to N runs; give it or --runs-per-task, not both");
+  }
+  int pack = 0;  // --pack: 0 none, N, -1 auto
+  if (!a.pack.empty()) {
+    const std::optional<long long> size = a.pack == "auto" ? std::optional<long long>(-1) : parse_integer<long long>(a.pack);
+    CANONLAB_CHECK(size && (*size == -1 || (*size >= 1 && *size <= 1000000)),
+                   "--pack: '" + a.pack + "' is not a pack size; allowed: a whole number of runs from 1, or auto");
+    pack = int(*size);
   }
   const SweepSpec spec = load_sweep_spec(a.sweep_path);
   const SlurmSettings settings = slurm ? slurm_settings(spec, a) : SlurmSettings{};
@@ -113,6 +125,7 @@ int run_sweep_command(const SweepArgs& a) {
     options.force = a.force;
     options.dry_run = a.dry_run;
     options.settings = settings;
+    options.pack = pack;
     return submit_sweep(spec, runs, options, std::cout);
   }
 
@@ -123,12 +136,20 @@ int run_sweep_command(const SweepArgs& a) {
   options.jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / threads);
   options.force = a.force;
   options.live = isatty(STDERR_FILENO);
+  options.pack = pack;
   // The running binary itself, even if a rebuild replaces the file on disk meanwhile: every run of one
   // sweep invocation trains with the same code.
   options.executable = "/proc/self/exe";
   if (a.dry_run) {
     for (const SweepRun& run : runs) std::cout << options.out_dir << "/runs/" << run.name << "\n";
-    std::cout << runs.size() << " runs, " << options.jobs << " at a time, " << threads << " thread(s) each\n";
+    std::cout << runs.size() << " runs, " << options.jobs << " at a time, " << threads << " thread(s) each";
+    if (options.pack != 0) {
+      std::vector<const SweepRun*> all;
+      for (const SweepRun& run : runs) all.push_back(&run);
+      const int size = options.pack > 0 ? options.pack : runs.empty() ? 1 : auto_pack_size(runs.front().config);
+      std::cout << ", in " << group_into_packs(all, size).size() << " pack(s) of up to " << size << " runs";
+    }
+    std::cout << "\n";
     return 0;
   }
   const SweepOutcome outcome = run_sweep(spec, runs, options);
@@ -157,6 +178,10 @@ Command add_sweep_command(CLI::App& app) {
   sub->add_option("--jobs,-j", a->jobs, "Runs at a time (default: cores / threads-per-run)");
   sub->add_option("--threads-per-run,--cpus-per-run", a->threads_per_run,
                   "Threads of each run (train.threads; with Slurm also --cpus-per-task; default slurm.cpus_per_run or 1)");
+  sub->add_option("--pack", a->pack,
+                  "Train compatible runs (same parameter and activation shapes) in packs of N runs, or auto (as many "
+                  "as half the free memory holds), each pack one process whose runs step side by side; every run "
+                  "gives the bits it gives alone (docs/sweeps.md#packs)");
   sub->add_option("--out", a->out, "Sweep directory (default runs/sweeps/<sweep name>)");
   sub->add_flag("--force", a->force, "Accept a changed grid: unchanged runs are kept, changed ones are redone "
                                       "(their old directories move to DIR/superseded/)");

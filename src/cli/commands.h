@@ -20,6 +20,7 @@ Command add_bench_step_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);
 Command add_sweep_task_command(CLI::App& app);  // internal: one Slurm array task (cmd_sweep.cpp)
+Command add_train_pack_command(CLI::App& app);  // internal: one pack of `sweep --pack` (cmd_train_pack.cpp)
 Command add_data_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_export_command(CLI::App& app);     // --to hf (cmd_export.cpp)

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
       cli::add_bench_step_command(app),
       cli::add_sweep_command(app),
       cli::add_sweep_task_command(app),
+      cli::add_train_pack_command(app),
       cli::add_report_command(app),
       cli::add_data_command(app),
       cli::add_generate_command(app),

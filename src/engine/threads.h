@@ -12,5 +12,7 @@ namespace canonlab {
 // canonlab::Error naming train.threads, the value and the limits, before anything else runs.
 void set_thread_count(int n);
 inline int thread_count() { return omp_get_max_threads(); }
+// The CPUs this process may run on (its affinity mask: a Slurm task's --cpus-per-task, a taskset).
+inline int usable_cpu_count() { return omp_get_num_procs(); }
 
 }  // namespace canonlab

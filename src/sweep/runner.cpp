@@ -18,6 +18,7 @@
 #include "io/paths.h"
 #include "sweep/manifest.h"
 #include "sweep/overview.h"
+#include "sweep/pack_attempt.h"
 #include "train/run_directory.h"
 
 namespace canonlab {
@@ -107,9 +108,15 @@ bool trained_this_config(const fs::path& resolved, const RunConfig& config) {
   }
 }
 
+// A child process at work: one run (`canonlab train`) or a pack of them (`canonlab train-pack`).
 struct ActiveRun {
-  size_t index;
-  RunAttempt attempt;
+  std::vector<size_t> indices;  // the runs it trains
+  std::optional<RunAttempt> attempt;
+  std::optional<PackAttempt> pack;
+  int slots = 1;  // of the --jobs budget: the runs stepping at once
+  ChildProcess& process() { return attempt ? attempt->process : pack->process; }
+  std::chrono::steady_clock::time_point started() const { return attempt ? attempt->started : pack->started; }
+  int start_step(size_t k) const { return attempt ? attempt->start_step : pack->start_steps[k]; }
 };
 
 }  // namespace
@@ -166,30 +173,86 @@ SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs,
     }
   }
 
-  const std::string threads = std::to_string(runs.empty() ? 1 : runs.front().config.train.threads);
+  const int run_threads = runs.empty() ? 1 : runs.front().config.train.threads;
+  const std::string threads = std::to_string(run_threads);
+  // What each child process trains: one run, or a pack of compatible runs (--pack).
+  std::deque<std::vector<size_t>> queue;
+  if (options.pack == 0) {
+    for (const size_t i : pending) queue.push_back({i});
+  } else {
+    const std::vector<size_t> waiting(pending.begin(), pending.end());
+    std::vector<const SweepRun*> waiting_runs;
+    for (const size_t i : waiting) waiting_runs.push_back(&runs[i]);
+    const int size = options.pack > 0 ? options.pack : waiting.empty() ? 1 : auto_pack_size(runs[waiting.front()].config);
+    for (const std::vector<size_t>& pack : group_into_packs(waiting_runs, size)) {
+      queue.emplace_back();
+      for (const size_t k : pack) queue.back().push_back(waiting[k]);
+    }
+  }
   Overview overview(spec.name, int(runs.size()), options.jobs, threads, options.live);
   BlockedStopSignals stop_signals;
   std::vector<ActiveRun> active;
+  int busy_slots = 0;
   const auto sweep_start = Clock::now();
+  auto run_dir_of = [&](size_t i) { return (fs::path(dir) / "runs" / runs[i].name).string(); };
 
-  auto launch = [&](size_t i) {
-    const fs::path run_dir = fs::path(dir) / "runs" / runs[i].name;
-    active.push_back({i, start_run_attempt(run_dir.string(), config_to_yaml(runs[i].config), views[i].steps,
-                                           options.executable)});
-    views[i].state = RunView::State::running;
-    views[i].step = active.back().attempt.start_step;
+  auto launch = [&](const std::vector<size_t>& indices) {
+    ActiveRun job;
+    job.indices = indices;
+    if (options.pack == 0) {
+      const size_t i = indices.front();
+      job.attempt = start_run_attempt(run_dir_of(i), config_to_yaml(runs[i].config), views[i].steps, options.executable);
+    } else {
+      std::vector<std::string> dirs, yamls;
+      std::vector<int> steps;
+      for (const size_t i : indices) {
+        dirs.push_back(run_dir_of(i));
+        yamls.push_back(config_to_yaml(runs[i].config));
+        steps.push_back(views[i].steps);
+      }
+      // Side by side only at one thread per run (train/pack.h); otherwise the pack steps its runs in turn.
+      job.slots = run_threads == 1 ? std::min(int(indices.size()), options.jobs) : 1;
+      job.pack = start_pack_attempt(dir, dirs, yamls, steps, options.executable, job.slots);
+    }
+    for (size_t k = 0; k < indices.size(); k++) {
+      views[indices[k]].state = RunView::State::running;
+      views[indices[k]].step = job.start_step(k);
+    }
+    busy_slots += job.slots;
+    active.push_back(std::move(job));
   };
 
-  while (!pending.empty() || !active.empty()) {
-    while (!pending.empty() && int(active.size()) < options.jobs) {
-      launch(pending.front());
-      pending.pop_front();
+  auto record_end = [&](size_t i, const AttemptResult& result, const ChildExit& exit) {
+    RunView& view = views[i];
+    if (result.end == AttemptEnd::done) {
+      view.state = RunView::State::done;
+      view.step = view.steps;
+      outcome.done++;
+      overview.event("done    " + runs[i].name);
+    } else {
+      // Interrupted on its own (someone signalled the trainer): its checkpoint resumes on the next run of
+      // the sweep, but this one cannot count it as finished.
+      view.state = RunView::State::failed;
+      const std::string error =
+          result.end == AttemptEnd::interrupted ? result.error + "; run the sweep again to resume it" : result.error;
+      outcome.failed++;
+      outcome.failures.push_back(runs[i].name + ": " + error + " (" + exit.describe() + ")");
+      overview.event("FAILED  " + runs[i].name + ": " + error);
+    }
+  };
+
+  while (!queue.empty() || !active.empty()) {
+    while (!queue.empty() && (active.empty() || busy_slots < options.jobs)) {
+      launch(queue.front());
+      queue.pop_front();
     }
     if (const int sig = stop_signals.wait(250)) {
       for (ActiveRun& a : active) {
-        a.attempt.process.terminate();
-        views[a.index].state = RunView::State::pending;
-        write_status((fs::path(dir) / "runs" / runs[a.index].name).string(), {{"state", "interrupted"}, {"signal", sig}});
+        a.process().terminate();
+        for (const size_t i : a.indices) {
+          views[i].state = RunView::State::pending;
+          write_status(run_dir_of(i), {{"state", "interrupted"}, {"signal", sig}});
+        }
       }
       active.clear();
       outcome.interrupted = true;
@@ -202,33 +265,31 @@ SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs,
     }
     for (size_t k = 0; k < active.size();) {
       ActiveRun& a = active[k];
-      const std::string run_dir = (fs::path(dir) / "runs" / runs[a.index].name).string();
-      RunView& view = views[a.index];
-      if (auto step = latest_logged_step(run_dir)) view.step = std::max(view.step, *step);
-      const double seconds = std::chrono::duration<double>(Clock::now() - a.attempt.started).count();
-      if (view.step > a.attempt.start_step) view.seconds_per_step = seconds / double(view.step - a.attempt.start_step);
-      std::optional<ChildExit> exit = a.attempt.process.poll();
+      const double seconds = std::chrono::duration<double>(Clock::now() - a.started()).count();
+      for (size_t r = 0; r < a.indices.size(); r++) {
+        RunView& view = views[a.indices[r]];
+        if (auto step = latest_logged_step(run_dir_of(a.indices[r]))) view.step = std::max(view.step, *step);
+        if (view.step > a.start_step(r)) view.seconds_per_step = seconds / double(view.step - a.start_step(r));
+      }
+      std::optional<ChildExit> exit = a.process().poll();
       if (!exit) {
         k++;
         continue;
       }
-      const AttemptResult result = finish_run_attempt(run_dir, view.steps, *exit, seconds);
-      if (result.end == AttemptEnd::done) {
-        view.state = RunView::State::done;
-        view.step = view.steps;
-        outcome.done++;
-        overview.event("done    " + runs[a.index].name);
+      if (a.attempt) {
+        const size_t i = a.indices.front();
+        record_end(i, finish_run_attempt(run_dir_of(i), views[i].steps, *exit, seconds), *exit);
       } else {
-        // Interrupted on its own (someone signalled the trainer): its checkpoint resumes on the next run of
-        // the sweep, but this one cannot count it as finished.
-        view.state = RunView::State::failed;
-        const std::string error = result.end == AttemptEnd::interrupted
-                                      ? result.error + "; run the sweep again to resume it"
-                                      : result.error;
-        outcome.failed++;
-        outcome.failures.push_back(runs[a.index].name + ": " + error + " (" + exit->describe() + ")");
-        overview.event("FAILED  " + runs[a.index].name + ": " + error);
+        std::vector<std::string> dirs;
+        std::vector<int> steps;
+        for (const size_t i : a.indices) {
+          dirs.push_back(run_dir_of(i));
+          steps.push_back(views[i].steps);
+        }
+        const std::vector<AttemptResult> results = finish_pack_attempt(*a.pack, dirs, steps, *exit, seconds);
+        for (size_t r = 0; r < a.indices.size(); r++) record_end(a.indices[r], results[r], *exit);
       }
+      busy_slots -= a.slots;
       active.erase(active.begin() + std::ptrdiff_t(k));
     }
     overview.draw(views, Clock::now() - sweep_start);

@@ -17,6 +17,9 @@ namespace canonlab {
 struct SweepOptions {
   std::string out_dir;
   int jobs = 1;             // runs at once
+  // 0: each run in its own process. N > 0: compatible runs (train/pack.h) in packs of up to N, each pack one process
+  // whose runs step side by side (at most `jobs` at once in all); -1 (auto): packs as large as memory allows.
+  int pack = 0;
   bool force = false;       // accept a changed grid; runs whose config changed are moved to SWEEP_DIR/superseded/
   bool live = true;         // redraw the overview in place (a terminal); otherwise print a line per event
   std::string executable;   // the canonlab binary that trains a run

@@ -15,6 +15,7 @@
 #include "io/strict_number.h"
 #include "sweep/child_process.h"
 #include "sweep/manifest.h"
+#include "sweep/pack_attempt.h"
 #include "sweep/run_attempt.h"
 #include "sweep/runner.h"
 #include "sweep/slurm_queue.h"
@@ -77,13 +78,28 @@ Selection select_runs(const std::string& dir, const std::vector<SweepRun>& runs,
   return s;
 }
 
-std::vector<std::vector<SlurmTaskRun>> group_into_tasks(const std::vector<const SweepRun*>& todo, int runs_per_task) {
+// The array tasks: runs_per_task runs in grid order each, or with --pack the packs of compatible runs.
+std::vector<std::vector<SlurmTaskRun>> group_into_tasks(const std::vector<const SweepRun*>& todo,
+                                                        const SlurmSubmitOptions& options) {
   std::vector<std::vector<SlurmTaskRun>> tasks;
+  if (options.pack > 0) {
+    for (const std::vector<size_t>& pack : group_into_packs(todo, options.pack)) {
+      tasks.emplace_back();
+      for (const size_t i : pack) tasks.back().push_back({todo[i]->name, todo[i]->config.train.steps});
+    }
+    return tasks;
+  }
   for (size_t i = 0; i < todo.size(); i++) {
-    if (i % size_t(runs_per_task) == 0) tasks.emplace_back();
+    if (i % size_t(options.settings.runs_per_task) == 0) tasks.emplace_back();
     tasks.back().push_back({todo[i]->name, todo[i]->config.train.steps});
   }
   return tasks;
+}
+
+SlurmSubmission new_submission(const std::string& dir, const std::vector<const SweepRun*>& todo,
+                               const SlurmSubmitOptions& options) {
+  return {next_submission_number(dir), dir, "", options.pack > 0 ? options.pack : options.settings.runs_per_task,
+          group_into_tasks(todo, options), options.pack > 0};
 }
 
 SlurmScriptInputs script_inputs(const SweepSpec& spec, const SlurmSubmitOptions& options, const SlurmSubmission& s,
@@ -95,8 +111,12 @@ SlurmScriptInputs script_inputs(const SweepSpec& spec, const SlurmSubmitOptions&
   in.log_dir = (fs::path(options.out_dir) / "slurm" / "logs").string();
   in.tasks = int(s.tasks.size());
   in.runs = runs;
-  in.cpus_per_task = options.threads_per_run;
+  // A pack's runs step side by side at one thread each (train/pack.h); its task gets a CPU per run.
+  size_t widest = 1;
+  for (const auto& task : s.tasks) widest = std::max(widest, task.size());
+  in.cpus_per_task = s.pack && options.threads_per_run == 1 ? int(widest) : options.threads_per_run;
   in.settings = options.settings;
+  in.settings.runs_per_task = s.runs_per_task;
   return in;
 }
 
@@ -153,8 +173,7 @@ int submit_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const
           << " pending or running in Slurm\n";
       return 0;
     }
-    SlurmSubmission s{next_submission_number(dir), dir, "", options.settings.runs_per_task,
-                      group_into_tasks(selection.todo, options.settings.runs_per_task)};
+    const SlurmSubmission s = new_submission(dir, selection.todo, options);
     out << make_sbatch_script(script_inputs(spec, options, s, int(selection.todo.size())));
     std::cerr << "dry run: would submit " << selection.todo.size() << " run(s) in " << s.tasks.size()
               << " array task(s) as " << submission_script_path(dir, s.number) << " (" << selection.finished
@@ -179,8 +198,7 @@ int submit_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const
     const std::string yaml = config_to_yaml(run->config);
     if (read_text_if_exists(run_dir / "run.yaml", "run config") != yaml) write_text_atomic((run_dir / "run.yaml").string(), yaml);
   }
-  SlurmSubmission submission{next_submission_number(dir), dir, "", options.settings.runs_per_task,
-                             group_into_tasks(selection.todo, options.settings.runs_per_task)};
+  SlurmSubmission submission = new_submission(dir, selection.todo, options);
   const std::string script_path = submission_script_path(dir, submission.number);
   const std::string record_path = submission_path(dir, submission.number);
   create_directories_at(fs::path(dir) / "slurm" / "logs", kCannotCreate);
@@ -201,7 +219,8 @@ int submit_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const
 
   const size_t tasks = submission.tasks.size();
   out << "submitted job " << answer << ": " << selection.todo.size() << " run(s) in " << tasks << " array task(s) ("
-      << options.settings.runs_per_task << " run(s) per task), script " << script_path << "\n"
+      << submission.runs_per_task << " run(s) per task" << (submission.pack ? ", each task one pack" : "")
+      << "), script " << script_path << "\n"
       << "  left out: " << selection.finished << " finished, " << selection.queued << " pending or running in Slurm\n"
       << "watch:    canonlab sweep --status " << shell_word(dir) << "   (or: squeue --jobs " << answer << ")\n"
       << "logs:     " << dir << "/slurm/logs/" << answer << "_<task>.out; each run's training output in " << dir

@@ -20,6 +20,9 @@ struct SlurmSubmitOptions {
   std::string out_dir;     // absolute
   std::string executable;  // absolute path of this canonlab binary
   int threads_per_run = 1; // train.threads = --cpus-per-task
+  // > 0: each array task trains a pack of up to `pack` compatible runs side by side (train/pack.h) instead of
+  // settings.runs_per_task runs in turn, with --cpus-per-task for all of them
+  int pack = 0;
   bool force = false, dry_run = false;
   SlurmSettings settings;  // the sweep file's slurm: section with the flags applied
 };

@@ -46,6 +46,7 @@ SlurmSubmission read_submission(const std::string& path) {
   s.sweep_dir = j["sweep_dir"];
   s.job_id = j["job_id"];
   s.runs_per_task = j.value("runs_per_task", 1);
+  s.pack = j.value("pack", false);
   for (const auto& task : j["tasks"]) {
     if (!task.is_array() || task.empty()) throw bad("has a task that is not a non-empty list of runs");
     std::vector<SlurmTaskRun> runs;
@@ -73,7 +74,7 @@ void write_submission(const std::string& path, const SlurmSubmission& s) {
     tasks.push_back(runs);
   }
   const nlohmann::json j = {{"format", kSlurmSubmissionFormat}, {"sweep_dir", s.sweep_dir}, {"job_id", s.job_id},
-                            {"runs_per_task", s.runs_per_task}, {"tasks", tasks}};
+                            {"runs_per_task", s.runs_per_task}, {"pack", s.pack}, {"tasks", tasks}};
   create_directories_at(fs::path(path).parent_path(), "sweep directory (--out): cannot create");
   write_text_atomic(path, j.dump(1) + "\n");
 }

@@ -26,6 +26,7 @@ struct SlurmSubmission {
   std::string sweep_dir, job_id;
   int runs_per_task = 1;
   std::vector<std::vector<SlurmTaskRun>> tasks;
+  bool pack = false;  // each task trains its runs side by side in one process (canonlab train-pack), not in turn
 };
 
 std::string submission_path(const std::string& sweep_dir, int number);  // SWEEP_DIR/slurm/submit-N.json

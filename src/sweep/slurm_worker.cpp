@@ -10,7 +10,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,7 @@
 #include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/child_process.h"
+#include "sweep/pack_attempt.h"
 #include "sweep/run_attempt.h"
 #include "sweep/slurm_queue.h"
 #include "train/stop_signals.h"
@@ -113,6 +116,81 @@ std::string slurm_task_id() {
 
 void say(const std::string& line) { std::cout << "canonlab sweep-task: " << line << std::endl; }
 
+// The run.yaml of a run the task should train; nothing for one that is finished (marked done) or cannot be trained
+// (no run.yaml: marked failed, and `failed` set).
+std::optional<std::string> run_to_train(const std::string& run_dir, const SlurmTaskRun& run, bool& failed) {
+  if (inspect_run_dir(run_dir, run.steps) == RunDiskState::finished) {
+    mark_done_if_unmarked(run_dir);
+    say(run.name + ": already finished");
+    return std::nullopt;
+  }
+  std::optional<std::string> run_yaml = read_text_if_exists(fs::path(run_dir) / "run.yaml", "run config");
+  if (!run_yaml) {
+    failed = true;
+    create_directories_at(run_dir, "cannot create run directory");
+    write_status(run_dir, {{"state", "failed"}, {"error", "run.yaml is missing (the submission writes it)"}});
+    say(run.name + ": FAILED: " + run_dir + "/run.yaml is missing");
+  }
+  return run_yaml;
+}
+
+// Waits for a trainer (a run's or a pack's) to end, passing on each stop signal the worker receives; the first one
+// is kept in stop_signal. Returns its exit and the signal to count as forwarded (0: none).
+std::pair<ChildExit, int> wait_passing_signals_on(ChildProcess& process, const std::string& name,
+                                                  const StopSignalWaiter& signals, int& stop_signal) {
+  SignalForwarder forwarder;
+  std::optional<ChildExit> exit;
+  while (!(exit = process.poll())) {
+    if (const int sig = signals.wait(100)) {
+      say(name + ": received " + strsignal(sig) + "; passing it on to the trainer");
+      forwarder.request(sig);
+      if (stop_signal == 0) stop_signal = sig;
+    }
+    forwarder.poll(process.pid());
+  }
+  return {*exit, forwarder.requested(exit->signal) ? exit->signal : 0};
+}
+
+// Says how a run's attempt ended; false when it failed.
+bool report_end(const std::string& name, const std::string& run_dir, const AttemptResult& result, const ChildExit& exit) {
+  switch (result.end) {
+    case AttemptEnd::done: say(name + ": done"); return true;
+    case AttemptEnd::interrupted:
+      say(name + ": interrupted at checkpoint step " + std::to_string(checkpoint_step(run_dir)) + " (" + result.error + ")");
+      return true;
+    case AttemptEnd::failed: break;
+  }
+  say(name + ": FAILED: " + result.error + " (" + exit.describe() + ")");
+  return false;
+}
+
+// A pack's task (SlurmSubmission::pack): its unfinished runs in one `canonlab train-pack` child, which steps them
+// side by side on the task's CPUs, its stop signals passed on as to a single run's trainer. False when a run failed.
+bool train_task_as_pack(const fs::path& sweep_dir, const std::vector<SlurmTaskRun>& runs, const nlohmann::json& extra,
+                        const StopSignalWaiter& signals, int& stop_signal) {
+  std::vector<std::string> dirs, yamls;
+  std::vector<int> steps;
+  bool failed = false;
+  for (const SlurmTaskRun& run : runs) {
+    const std::string run_dir = (sweep_dir / "runs" / run.name).string();
+    if (std::optional<std::string> run_yaml = run_to_train(run_dir, run, failed)) {
+      dirs.push_back(run_dir);
+      yamls.push_back(std::move(*run_yaml));
+      steps.push_back(run.steps);
+    }
+  }
+  if (dirs.empty() || (stop_signal = signals.wait(0)) != 0) return !failed;
+  PackAttempt attempt = start_pack_attempt(sweep_dir.string(), dirs, yamls, steps, "/proc/self/exe", /*width=*/0, extra,
+                                           /*own_process_group=*/true);
+  say(attempt.name + ": " + std::to_string(dirs.size()) + " run(s) side by side, output in " + attempt.log_path);
+  const auto [exit, forwarded] = wait_passing_signals_on(attempt.process, attempt.name, signals, stop_signal);
+  const double seconds = std::chrono::duration<double>(Clock::now() - attempt.started).count();
+  const std::vector<AttemptResult> results = finish_pack_attempt(attempt, dirs, steps, exit, seconds, forwarded, extra);
+  for (size_t i = 0; i < dirs.size(); i++)
+    failed |= !report_end(fs::path(dirs[i]).filename().string(), dirs[i], results[i], exit);
+  return !failed;
+}
+
 }  // namespace
 
 int run_sweep_task(const std::string& submission_file, int task_index) {
@@ -134,48 +212,20 @@ int run_sweep_task(const std::string& submission_file, int task_index) {
   StopSignalWaiter signals;
   int stop_signal = 0;  // the first stop signal: no run starts after it
   bool failed = false;
-  for (const SlurmTaskRun& run : runs) {
+  if (submission.pack) failed = !train_task_as_pack(sweep_dir, runs, extra, signals, stop_signal);
+  for (const SlurmTaskRun& run : submission.pack ? std::vector<SlurmTaskRun>{} : runs) {
     if (stop_signal == 0) stop_signal = signals.wait(0);
     if (stop_signal != 0) break;
     const std::string run_dir = (sweep_dir / "runs" / run.name).string();
-    if (inspect_run_dir(run_dir, run.steps) == RunDiskState::finished) {
-      mark_done_if_unmarked(run_dir);
-      say(run.name + ": already finished");
-      continue;
-    }
-    const std::optional<std::string> run_yaml = read_text_if_exists(fs::path(run_dir) / "run.yaml", "run config");
-    if (!run_yaml) {
-      failed = true;
-      create_directories_at(run_dir, "cannot create run directory");
-      write_status(run_dir, {{"state", "failed"}, {"error", "run.yaml is missing (the submission writes it)"}});
-      say(run.name + ": FAILED: " + run_dir + "/run.yaml is missing");
-      continue;
-    }
+    const std::optional<std::string> run_yaml = run_to_train(run_dir, run, failed);
+    if (!run_yaml) continue;
     // The running binary, even if a rebuild replaced the file since: both attempts of a run train with one code.
     RunAttempt attempt = start_run_attempt(run_dir, *run_yaml, run.steps, "/proc/self/exe", extra,
                                            /*own_process_group=*/true);
     say(run.name + ": " + (attempt.start_step > 0 ? "resuming from step " + std::to_string(attempt.start_step) : "starting"));
-    SignalForwarder forwarder;
-    std::optional<ChildExit> exit;
-    while (!(exit = attempt.process.poll())) {
-      if (const int sig = signals.wait(100)) {
-        say(run.name + ": received " + strsignal(sig) + "; passing it on to the trainer");
-        forwarder.request(sig);
-        if (stop_signal == 0) stop_signal = sig;
-      }
-      forwarder.poll(attempt.process.pid());
-    }
+    const auto [exit, forwarded] = wait_passing_signals_on(attempt.process, run.name, signals, stop_signal);
     const double seconds = std::chrono::duration<double>(Clock::now() - attempt.started).count();
-    const AttemptResult result =
-        finish_run_attempt(run_dir, run.steps, *exit, seconds, forwarder.requested(exit->signal) ? exit->signal : 0, extra);
-    switch (result.end) {
-      case AttemptEnd::done: say(run.name + ": done"); break;
-      case AttemptEnd::interrupted: say(run.name + ": interrupted at checkpoint step " + std::to_string(checkpoint_step(run_dir)) + " (" + result.error + ")"); break;
-      case AttemptEnd::failed:
-        failed = true;
-        say(run.name + ": FAILED: " + result.error + " (" + exit->describe() + ")");
-        break;
-    }
+    failed |= !report_end(run.name, run_dir, finish_run_attempt(run_dir, run.steps, exit, seconds, forwarded, extra), exit);
   }
 
   const bool unfinished = std::ranges::any_of(runs, [&](const SlurmTaskRun& run) {

@@ -1,7 +1,9 @@
 #include "train/phases.h"
 
 #include <csignal>
+#include <atomic>
 #include <cstdlib>
+#include <memory>
 
 #include "engine/error.h"
 
@@ -14,7 +16,7 @@ constexpr std::string_view kAllowed =
 constexpr std::string_view kPhases[] = {"start", "final-eval", "probe", "summary", "returned", "before-first-step"};
 }  // namespace
 
-PhaseHook pause_hook_from_environment() {
+PhaseHook pause_hook_from_environment(bool once) {
   const char* value = std::getenv("CANONLAB_PAUSE_AT");
   if (value == nullptr || *value == '\0') return {};
   const std::string text = value;
@@ -34,8 +36,9 @@ PhaseHook pause_hook_from_environment() {
     if (!known)
       throw Error("CANONLAB_PAUSE_AT: '" + text + "' is not a phase of a training run; allowed: " + std::string(kAllowed));
   }
-  return [phase, step](std::string_view at, int steps_done) {
-    if (at == phase && (phase != "after-step" || steps_done == step)) std::raise(SIGSTOP);
+  return [phase, step, once, paused = std::make_shared<std::atomic<bool>>(false)](std::string_view at, int steps_done) {
+    if (at == phase && (phase != "after-step" || steps_done == step) && !(once && paused->exchange(true)))
+      std::raise(SIGSTOP);
   };
 }
 

@@ -24,6 +24,7 @@ using PhaseHook = std::function<void(std::string_view phase, int step)>;
 // The hook of CANONLAB_PAUSE_AT=<phase> (after-step:N for one step): at that point the process stops itself with
 // SIGSTOP, so a test can see it stopped (waitpid WUNTRACED, or state T in /proc/PID/stat), signal it, and let it
 // go on with SIGCONT. Empty when the variable is unset; an unknown value is an error naming the allowed ones.
-PhaseHook pause_hook_from_environment();
+// once: only the first time any caller reaches the phase (a pack's runs share one hook).
+PhaseHook pause_hook_from_environment(bool once = false);
 
 }  // namespace canonlab

@@ -150,158 +150,206 @@ void check_ranks_agree(Communicator& comm, const RunConfig& cfg, const Parameter
 
 }  // namespace
 
-nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
-  // Caught from the first line to the last: a signal at any moment either stops the run with a checkpoint or lets
-  // it finish, never kills it half-written.
-  std::optional<StopSignals> own_stop_signals;
-  if (options.stop_signals == nullptr) own_stop_signals.emplace();
-  const StopSignals& stop_signals = options.stop_signals ? *options.stop_signals : *own_stop_signals;
-  auto phase = [&](std::string_view name, int steps_done) {
-    if (options.at_phase) options.at_phase(name, steps_done);
-  };
-  phase("start", 0);
-  const TrainConfig& tc = cfg.train;
-  SingleProcess single;
-  Communicator& comm = options.comm ? *options.comm : single;
-  const bool writer = comm.rank() == 0;  // the one rank that writes the run directory
-  check_device_available(tc.device);  // before the run directory exists
-  set_thread_count(tc.threads);
-  const std::string out = options.out_dir;
-  const std::string ckpt_dir = out + "/checkpoints";
-  const BatchSplit split = split_batch(tc, comm.size(), comm.rank());
-  // Held until the run ends: a second train (or --resume) on this directory would interleave two runs' records.
-  std::optional<DirectoryLock> lock;
-  if (writer) {
-    create_directory(out, "run directory (--out)");
-    lock.emplace(out, ".train.lock", "canonlab train");
-    // What writers killed mid-write left (a temp file per kill); nobody else writes here while we hold the lock,
-    // except a sweep writing status files, whose live writer keeps them.
-    remove_stale_temp_files(out);
-    remove_stale_temp_files(ckpt_dir);
-    claim_run_directory(out, options.resume, options.force);  // an earlier run is refused, or moved aside (--force)
-    create_directory(ckpt_dir, "checkpoint directory");
-  }
-  comm.barrier();  // the other ranks read checkpoints only once rank 0 has checked and cleaned the directory
+// Everything a run holds between its steps, in the order train() used to create it.
+struct TrainingRun::State {
+  State(const RunConfig& config, const TrainOptions& opts, const StopSignals& signals)
+      : cfg(config), options(opts), stop_signals(signals), comm(opts.comm ? *opts.comm : single) {}
 
-  auto task = make_task(cfg.task);
-  auto model = build_model(cfg);
-  ParameterStore<float>& params = model->params();
-  AdamWState opt;
-  TrainingCursor cursor;
-  if (options.resume) {
-    cursor = load_latest_checkpoint(ckpt_dir, cfg, params, opt);
-    if (writer) std::fprintf(stderr, "resuming from step %d of %s\n", cursor.step, ckpt_dir.c_str());
+  void phase(std::string_view name, int steps_done) const {
+    if (options.at_phase) options.at_phase(name, steps_done);
   }
-  check_ranks_agree(comm, cfg, params, cursor.step);
-  // Said once, where the user sees it: whether bf16 pays on this CPU (the emulated path is no faster than fp32).
-  const std::string bf16_gemm = tc.precision == "bf16" && tc.device == "cpu" ? bf16_path_description() : "";
-  if (writer && !bf16_gemm.empty()) std::fprintf(stderr, "train.precision=bf16: %s\n", bf16_gemm.c_str());
-  std::optional<MetricsLog> metrics;
-  if (writer) {
-    write_text_atomic(out + "/config.resolved.yaml", config_to_yaml(cfg));
-    metrics.emplace(out, cursor.step, task->metric_names());
-  }
-  auto log_metrics = [&](const nlohmann::json& record) {
+  void log_metrics(const nlohmann::json& record) {
     metrics->write(record);
     if (options.on_metrics) options.on_metrics(record);
-  };
+  }
 
-  const DeviceBuffer<uint8_t> decay = device_decay_mask(params, tc.decay_on);
-  const std::vector<EvalBatch> eval_batches = writer ? make_eval_batches(*task, cfg) : std::vector<EvalBatch>{};
-  const int B = tc.batch_size, T = task->seq_len();
-  Arena arena(model->backend().memory());
+  const RunConfig cfg;
+  const TrainOptions options;
+  const StopSignals& stop_signals;
+  SingleProcess single;
+  Communicator& comm;
+  bool writer = false;  // the one rank that writes the run directory
+  std::string out, ckpt_dir;
+  BatchSplit split;
+  // Held until the run ends: a second train (or --resume) on this directory would interleave two runs' records.
+  std::optional<DirectoryLock> lock;
+  std::unique_ptr<Task> task;
+  std::unique_ptr<LanguageModel<float>> model;
+  AdamWState opt;
+  TrainingCursor cursor;
+  std::string bf16_gemm;
+  std::optional<MetricsLog> metrics;
+  DeviceBuffer<uint8_t> decay;
+  std::vector<EvalBatch> eval_batches;
+  int B = 0, T = 0;
+  std::optional<Arena> arena;
   ActivationTrace<float> trace;
-  Progress progress(tc.steps, options.progress && writer, isatty(STDERR_FILENO), task->metric_names().front());
-
-  auto t_start = std::chrono::steady_clock::now();
-  double last_loss = writer ? metrics->last_train_loss() : NAN, tokens_done = 0;
+  std::optional<Progress> progress;
+  std::chrono::steady_clock::time_point t_start;
+  double last_loss = NAN, tokens_done = 0;
   nlohmann::json last_eval;
+  std::optional<BatchPrefetcher> batches;
+  DeviceBuffer<float> folded;  // the running gradient sum between micro-batches
+};
+
+TrainingRun::TrainingRun(const RunConfig& cfg, const TrainOptions& options, const StopSignals& stop_signals)
+    : state_(std::make_unique<State>(cfg, options, stop_signals)) {
+  State& s = *state_;
+  s.phase("start", 0);
+  const TrainConfig& tc = s.cfg.train;
+  s.writer = s.comm.rank() == 0;
+  check_device_available(tc.device);  // before the run directory exists
+  set_thread_count(tc.threads);
+  s.out = options.out_dir;
+  s.ckpt_dir = s.out + "/checkpoints";
+  s.split = split_batch(tc, s.comm.size(), s.comm.rank());
+  if (s.writer) {
+    create_directory(s.out, "run directory (--out)");
+    s.lock.emplace(s.out, ".train.lock", "canonlab train");
+    // What writers killed mid-write left (a temp file per kill); nobody else writes here while we hold the lock,
+    // except a sweep writing status files, whose live writer keeps them.
+    remove_stale_temp_files(s.out);
+    remove_stale_temp_files(s.ckpt_dir);
+    claim_run_directory(s.out, options.resume, options.force);  // an earlier run is refused, or moved aside (--force)
+    create_directory(s.ckpt_dir, "checkpoint directory");
+  }
+  s.comm.barrier();  // the other ranks read checkpoints only once rank 0 has checked and cleaned the directory
+
+  s.task = make_task(s.cfg.task);
+  s.model = build_model(s.cfg);
+  ParameterStore<float>& params = s.model->params();
+  if (options.resume) {
+    s.cursor = load_latest_checkpoint(s.ckpt_dir, s.cfg, params, s.opt);
+    if (s.writer) std::fprintf(stderr, "resuming from step %d of %s\n", s.cursor.step, s.ckpt_dir.c_str());
+  }
+  check_ranks_agree(s.comm, s.cfg, params, s.cursor.step);
+  // Said once, where the user sees it: whether bf16 pays on this CPU (the emulated path is no faster than fp32).
+  if (tc.precision == "bf16" && tc.device == "cpu") s.bf16_gemm = bf16_path_description();
+  if (s.writer && !s.bf16_gemm.empty()) std::fprintf(stderr, "train.precision=bf16: %s\n", s.bf16_gemm.c_str());
+  if (s.writer) {
+    write_text_atomic(s.out + "/config.resolved.yaml", config_to_yaml(s.cfg));
+    s.metrics.emplace(s.out, s.cursor.step, s.task->metric_names());
+  }
+
+  s.decay = device_decay_mask(params, tc.decay_on);
+  if (s.writer) s.eval_batches = make_eval_batches(*s.task, s.cfg);
+  s.B = tc.batch_size;
+  s.T = s.task->seq_len();
+  s.arena.emplace(s.model->backend().memory());
+  s.progress.emplace(tc.steps, options.progress && s.writer, isatty(STDERR_FILENO), s.task->metric_names().front());
+
+  s.t_start = std::chrono::steady_clock::now();
+  s.last_loss = s.writer ? s.metrics->last_train_loss() : NAN;
   // This rank's share of every step: split.micro_batches batches of split.rows sequences (train/step.h), the next
   // step's drawn while this one trains.
-  BatchPrefetcher batches(*task, tc.data_seed, split, T, cursor.step, tc.steps, options.prefetch_batches);
-  DeviceBuffer<float> folded;  // the running gradient sum between micro-batches
-  if (split.micro_batches > 1) folded = DeviceBuffer<float>(params.memory(), params.total());
-  if (writer && cursor.step == 0 && tc.checkpoint_every > 0) save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
-  phase("before-first-step", cursor.step);
+  s.batches.emplace(*s.task, tc.data_seed, s.split, s.T, s.cursor.step, tc.steps, options.prefetch_batches);
+  if (s.split.micro_batches > 1) s.folded = DeviceBuffer<float>(params.memory(), params.total());
+  if (s.writer && s.cursor.step == 0 && tc.checkpoint_every > 0)
+    save_checkpoint(s.ckpt_dir, s.cfg, params, s.opt, s.cursor);
+  s.phase("before-first-step", s.cursor.step);
+}
 
-  for (int step = cursor.step; step < tc.steps; step++) {
-    const double lr = learning_rate(tc, step);
-    const GlobalStepResult fb =
-        global_forward_backward(*model, arena, trace, batches.take(step), folded, comm, step, stop_signals.received());
-    const double gnorm = apply_update(*model, opt, decay, tc, lr, step);
-    cursor.step = step + 1;
-    last_loss = fb.loss;
-    tokens_done += double(B) * T;
-    const bool last_step = cursor.step == tc.steps;
+TrainingRun::~TrainingRun() = default;
 
-    if (writer) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      const double tok_s = tokens_done / std::max(elapsed, 1e-9);
-      if (cursor.step % std::max(1, tc.log_every) == 0 || last_step || step == 0)
-        log_metrics({{"step", cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
+int TrainingRun::steps_done() const { return state_->cursor.step; }
+bool TrainingRun::all_steps_done() const { return state_->cursor.step >= state_->cfg.train.steps; }
+
+void TrainingRun::step() {
+  State& s = *state_;
+  const TrainConfig& tc = s.cfg.train;
+  ParameterStore<float>& params = s.model->params();
+  const int step = s.cursor.step;
+  const double lr = learning_rate(tc, step);
+  const GlobalStepResult fb = global_forward_backward(*s.model, *s.arena, s.trace, s.batches->take(step), s.folded,
+                                                      s.comm, step, s.stop_signals.received());
+  const double gnorm = apply_update(*s.model, s.opt, s.decay, tc, lr, step);
+  s.cursor.step = step + 1;
+  s.last_loss = fb.loss;
+  s.tokens_done += double(s.B) * s.T;
+  const bool last_step = s.cursor.step == tc.steps;
+
+  if (s.writer) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t_start).count();
+    const double tok_s = s.tokens_done / std::max(elapsed, 1e-9);
+    if (s.cursor.step % std::max(1, tc.log_every) == 0 || last_step || step == 0)
+      s.log_metrics({{"step", s.cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
                      {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
-      if ((tc.eval_every > 0 && cursor.step % tc.eval_every == 0) || last_step) {
-        if (last_step) phase("final-eval", cursor.step);
-        last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
-        nlohmann::json rec = last_eval;
-        rec["step"] = cursor.step;
-        rec["split"] = "eval";
-        rec["elapsed_s"] = elapsed;
-        log_metrics(rec);
-      }
-      progress.update(cursor.step, fb.loss, tok_s, last_eval);
-      if ((tc.checkpoint_every > 0 && cursor.step % tc.checkpoint_every == 0) || last_step || fb.stop_signal)
-        save_checkpoint(ckpt_dir, cfg, params, opt, cursor);
+    if ((tc.eval_every > 0 && s.cursor.step % tc.eval_every == 0) || last_step) {
+      if (last_step) s.phase("final-eval", s.cursor.step);
+      s.last_eval = evaluate(*s.model, *s.task, s.eval_batches, s.cfg, *s.arena);
+      nlohmann::json rec = s.last_eval;
+      rec["step"] = s.cursor.step;
+      rec["split"] = "eval";
+      rec["elapsed_s"] = elapsed;
+      s.log_metrics(rec);
     }
-    phase("after-step", cursor.step);
-    // A signal polled during the last step stops the run too (its checkpoint holds every step; a resume writes
-    // the summary). One that arrives after the last poll is left to the caller: the run finishes.
-    if (fb.stop_signal) {
-      comm.barrier();  // the checkpoint is on disk before any rank reports the stop
-      if (writer) progress.finish();
-      throw StoppedBySignal{fb.stop_signal, cursor.step};
-    }
+    s.progress->update(s.cursor.step, fb.loss, tok_s, s.last_eval);
+    if ((tc.checkpoint_every > 0 && s.cursor.step % tc.checkpoint_every == 0) || last_step || fb.stop_signal)
+      save_checkpoint(s.ckpt_dir, s.cfg, params, s.opt, s.cursor);
   }
-  if (!writer) {
+  s.phase("after-step", s.cursor.step);
+  // A signal polled during the last step stops the run too (its checkpoint holds every step; a resume writes
+  // the summary). One that arrives after the last poll is left to the caller: the run finishes.
+  if (fb.stop_signal) {
+    s.comm.barrier();  // the checkpoint is on disk before any rank reports the stop
+    if (s.writer) s.progress->finish();
+    throw StoppedBySignal{fb.stop_signal, s.cursor.step};
+  }
+}
+
+nlohmann::json TrainingRun::finish() {
+  State& s = *state_;
+  const TrainConfig& tc = s.cfg.train;
+  if (!s.writer) {
     nlohmann::json shard;
-    shard["rank"] = comm.rank();
+    shard["rank"] = s.comm.rank();
     return shard;
   }
-  progress.finish();
+  s.progress->finish();
   // A run killed after its last checkpoint but before its summary resumes here with no step left to take.
-  if (last_eval.is_null()) {
-    phase("final-eval", cursor.step);
-    last_eval = evaluate(*model, *task, eval_batches, cfg, arena);
+  if (s.last_eval.is_null()) {
+    s.phase("final-eval", s.cursor.step);
+    s.last_eval = evaluate(*s.model, *s.task, s.eval_batches, s.cfg, *s.arena);
   }
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t_start).count();
 
   nlohmann::json summary;
   summary["steps"] = tc.steps;
-  summary["parameters"] = params.total();
+  summary["parameters"] = s.model->params().total();
   summary["threads"] = thread_count();
-  summary["device"] = model->backend().name();
-  if (!bf16_gemm.empty()) summary["bf16_gemm"] = bf16_gemm;
-  if (comm.size() > 1) {
-    summary["ranks"] = comm.size();
-    summary["communicator"] = comm.name();
+  summary["device"] = s.model->backend().name();
+  if (!s.bf16_gemm.empty()) summary["bf16_gemm"] = s.bf16_gemm;
+  if (s.comm.size() > 1) {
+    summary["ranks"] = s.comm.size();
+    summary["communicator"] = s.comm.name();
   }
   summary["micro_batches"] = tc.micro_batches;
-  summary["final_train_loss"] = last_loss;
-  summary["eval"] = last_eval;
+  summary["final_train_loss"] = s.last_loss;
+  summary["eval"] = s.last_eval;
   summary["wall_seconds_this_session"] = elapsed;
-  summary["tokens_per_second"] = tokens_done / std::max(elapsed, 1e-9);
-  summary["checkpoint"] = latest_model_path(ckpt_dir);
-  if (options.probe_at_end) {
-    phase("probe", cursor.step);
-    const ProbeResult probe = run_probe(*model, *task, cfg, last_eval);
+  summary["tokens_per_second"] = s.tokens_done / std::max(elapsed, 1e-9);
+  summary["checkpoint"] = latest_model_path(s.ckpt_dir);
+  if (s.options.probe_at_end) {
+    s.phase("probe", s.cursor.step);
+    const ProbeResult probe = run_probe(*s.model, *s.task, s.cfg, s.last_eval);
     if (probe.ipmr) {
       summary["ipmr"] = probe.ipmr_json();
       std::cout << probe.ipmr_text();
     }
   }
-  phase("summary", cursor.step);
-  write_text_atomic(out + "/summary.json", summary.dump(2) + "\n");
+  s.phase("summary", s.cursor.step);
+  write_text_atomic(s.out + "/summary.json", summary.dump(2) + "\n");
   return summary;
+}
+
+nlohmann::json train(const RunConfig& cfg, const TrainOptions& options) {
+  // Caught from the first line to the last: a signal at any moment either stops the run with a checkpoint or lets
+  // it finish, never kills it half-written.
+  std::optional<StopSignals> own_stop_signals;
+  if (options.stop_signals == nullptr) own_stop_signals.emplace();
+  TrainingRun run(cfg, options, options.stop_signals ? *options.stop_signals : *own_stop_signals);
+  while (!run.all_steps_done()) run.step();
+  return run.finish();
 }
 
 }  // namespace canonlab

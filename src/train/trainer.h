@@ -3,6 +3,7 @@
 // held-out batches, checkpoints, metrics files, a progress bar, and a NaN/inf guard that names the first
 // module whose output went non-finite.
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,31 @@ struct TrainOptions {
   // Called with every record written to metrics.jsonl (train and eval records), after it is written; the Python
   // API's on_step callback. An exception it throws ends the run (the latest checkpoint stays resumable).
   std::function<void(const nlohmann::json& record)> on_metrics;
+};
+
+// One run's training as three calls, so that several runs can train side by side in one process (train/pack.h):
+// the constructor prepares the run directory and the model (resuming from its checkpoint with options.resume), each
+// step() trains one step with its metrics, evaluation and checkpoint, and finish() writes the summary. train() below
+// is exactly these calls, so a run trained through them gives the bits of `canonlab train`.
+class TrainingRun {
+ public:
+  // stop_signals: the process's guard, which must outlive the run.
+  TrainingRun(const RunConfig& cfg, const TrainOptions& options, const StopSignals& stop_signals);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  int steps_done() const;
+  bool all_steps_done() const;
+  // Trains the next step. A stop signal received up to its start ends it with a checkpoint and throws
+  // StoppedBySignal; a non-finite loss or gradient, a full disk, a bad batch throw Error.
+  void step();
+  // Final evaluation (unless the last step made it), probe and summary.json; the summary (other ranks: {"rank": r}).
+  nlohmann::json finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // Runs the whole training described by cfg; returns the summary also written to out_dir/summary.json (on ranks

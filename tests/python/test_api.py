@@ -304,6 +304,15 @@ report: {{metric: copy_acc, pivot: [seed, pos], compare: ["rope:nope"]}}
         self.assertAlmostEqual(row["mean_delta"], float(np.mean(nope - rope)), places=12)
         self.assertEqual(len(sweep.runs), 6)
         self.assertEqual(sweep.run("pos=rope__seed=0").config["model"]["attention"]["position"], "rope")
+        # pack=3: rope and nope runs share their shapes, so two packs of 3; every run's numbers are the same.
+        shutil.rmtree(WORK / "tiny-sweep-packed", ignore_errors=True)
+        packed = canonlab.sweep(spec, out=WORK / "tiny-sweep-packed", jobs=2, pack=3).results
+        self.assertEqual(set(packed["state"]), {"done"})
+        for pos in ("rope", "nope"):
+            alone = results[results["pos"] == pos].sort_values("seed")
+            side_by_side = packed[packed["pos"] == pos].sort_values("seed")
+            self.assertEqual(list(side_by_side["copy_acc"]), list(alone["copy_acc"]))
+            self.assertEqual(list(side_by_side["final_train_loss"]), list(alone["final_train_loss"]))
 
 
 class DataAndHelp(unittest.TestCase):

@@ -11,6 +11,8 @@ Scenarios, run at the same time on the one cluster (the node declares 8 CPUs) be
      `--time=1` with `--signal-lead 50` (Slurm looks at time limits every 30 s: the warning comes 10-40 s into
      each attempt) on a run too long for one attempt; both checkpoint, requeue themselves and finish equal to
      the uninterrupted run, with the restarts in status.json.
+  d. the grid of a. submitted with --pack 3: two array tasks, each one `canonlab train-pack` process training its
+     three runs side by side, every run equal to the local launcher's.
 The sweep directories have a space in their path, so quoting in the sbatch script is tested for real.
 
 Usage: test_slurm_launcher.py --canonlab BUILD/canonlab --workdir DIR
@@ -264,12 +266,16 @@ def scenarios(canonlab, env, sweeps):
     seed_axis = "axes:\n  - key: seed\n    values: [5]\n"
     medium_file = write_sweep(os.path.join(sweeps, "medium.yaml"), "medium", MEDIUM_STEPS, seed_axis)
     long_file = write_sweep(os.path.join(sweeps, "long.yaml"), "long", long_steps_here, seed_axis)
-    grid, killed, warned, timed = (os.path.join(sweeps, n) for n in ("grid", "killed", "warned", "timed"))
+    grid, killed, warned, timed, packed = (os.path.join(sweeps, n) for n in ("grid", "killed", "warned", "timed", "packed"))
 
     # c (time limit) first: it takes longest. --time=1 is Slurm's smallest limit.
     timed_job, _ = submit(canonlab, long_file, timed, "--time", "1", "--signal-lead", "50")
     grid_job, grid_out = submit(canonlab, grid_file, grid, "--runs-per-task", "2")
     check("3 array task(s)" in grid_out, "the 6-run grid with --runs-per-task 2 is not 3 array tasks:\n" + grid_out)
+    # d: the same grid in packs of 3 (its runs share their shapes): 2 array tasks, each one train-pack process.
+    packed_job, packed_out = submit(canonlab, grid_file, packed, "--pack", "3")
+    check("2 array task(s)" in packed_out and "each task one pack" in packed_out,
+          "the 6-run grid with --pack 3 is not 2 pack tasks:\n" + packed_out)
     # Their trainers wait stopped after step 20 (its checkpoint written) for the scancel: no race with the clock.
     killed_job, _ = submit(canonlab, medium_file, killed, pause_at="after-step:20")
     warned_job, _ = submit(canonlab, medium_file, warned, pause_at="after-step:20")
@@ -315,6 +321,18 @@ def scenarios(canonlab, env, sweeps):
         for seed in "012":
             name = "layer=%s__seed=%s" % (layer, seed)
             compare_runs(os.path.join(ref_grid, "runs", name), os.path.join(grid, "runs", name), GRID_STEPS, "grid " + name)
+    # d, finished: every packed run equals the local launcher's, and says which pack trained it.
+    wait_for("the packed grid's job %s to finish" % packed_job, lambda: not job_in_queue(env, packed_job), 120)
+    status = canonlab.run("sweep", "--status", packed).stdout
+    check("6 runs: 6 done" in status, "--status of the packed grid:\n" + status)
+    for layer in ("L0", "L3"):
+        for seed in "012":
+            name = "layer=%s__seed=%s" % (layer, seed)
+            compare_runs(os.path.join(ref_grid, "runs", name), os.path.join(packed, "runs", name), GRID_STEPS,
+                         "packed grid " + name)
+            run_status = read_json(os.path.join(packed, "runs", name, "status.json")) or {}
+            check(run_status.get("pack", "").startswith("pack-layer=") and run_status.get("launcher") == "slurm",
+                  "the packed run %s's status.json: %s" % (name, run_status))
     report = canonlab.run("report", grid, check_rc=False)
     check(report.returncode == 0 and os.path.exists(os.path.join(grid, "report", "report.md")),
           "canonlab report on the Slurm sweep failed:\n" + report.stdout)

@@ -299,6 +299,30 @@ TEST(SlurmCli, DryRunPrintsTheScriptWithFlagsOverTheFileAndWritesNothing) {
   EXPECT_TRUE(contains(t.output, "#SBATCH --cpus-per-task=2\n")) << t.output;
 }
 
+// --pack N: each array task is one pack of up to N compatible runs (one train-pack process), with a CPU per run.
+TEST(SlurmCli, PackedDryRunMakesOneArrayTaskPerPackWithACpuPerRun) {
+  TempDir dir;
+  const std::string file = write_sweep(dir, kTinySet + "axes:\n  - key: seed\n    values: [0, 1, 2, 3, 4]\n");
+  const Result r = test_support::run_cli("sweep " + file + " --launcher slurm --dry-run --out " +
+                                         (dir / "out").string() + " --pack 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "#SBATCH --array=0-1\n")) << r.output;  // 5 runs: packs of 3 and 2
+  EXPECT_TRUE(contains(r.output, "#SBATCH --cpus-per-task=3\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "5 run(s) in 2 array task(s), 3 per task")) << r.output;
+  for (const std::string bad : {"--pack auto", "--pack 0", "--pack 2 --runs-per-task 2"}) {
+    const Result b = test_support::run_cli("sweep " + file + " --launcher slurm --dry-run " + bad);
+    EXPECT_EQ(b.exit_code, 2) << bad << ": " << b.output;
+    EXPECT_TRUE(contains(b.output, "error: --pack")) << bad << ": " << b.output;
+  }
+  // The submission file keeps the flag, so the array task knows to train its runs as one pack.
+  SlurmSubmission s{3, "/s", "41", 3, {{{"a", 40}, {"b", 40}}}, true};
+  write_submission((dir / "submit-3.json").string(), s);
+  EXPECT_TRUE(read_submission((dir / "submit-3.json").string()).pack);
+  s.pack = false;
+  write_submission((dir / "submit-3.json").string(), s);
+  EXPECT_FALSE(read_submission((dir / "submit-3.json").string()).pack);
+}
+
 TEST(SlurmCli, MisusedFlagsAreErrorsThatNameTheFlag) {
   TempDir dir;
   const std::string file = write_sweep(dir, kTinySet + kSeedAxis);
