@@ -63,7 +63,14 @@ int main(int argc, char** argv) {
       cli::add_export_command(app),
       cli::add_import_hf_command(app),
   };
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" of exit code 0; a bad option or value prints CLI11's message naming it and
+    // exits 2, the status of every other bad input (CLI11's own codes, 105 to 109, would say nothing more).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   try {
     for (const cli::Command& c : commands)
       if (*c.app) return c.run();

@@ -58,6 +58,22 @@ TEST(Cli, KeyShiftLayerOutOfRangeIsRejected) {
   expect_config_error("--set model.attention.key_shift.layers=[5]", "model.attention.key_shift.layers");
 }
 
+// A bad option or option value exits 2 like every other bad input, with CLI11's message naming it; --help exits 0.
+TEST(Cli, BadOptionsExitTwoNamingTheOptionAndHelpExitsZero) {
+  Result r = run_cli("train " + config_path("demo.yaml") + " --bogus");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--bogus"), std::string::npos) << r.output;
+  r = run_cli("sweep " + config_path("sweeps/ks-placement-4L-9seeds.yaml") + " --jobs many --dry-run");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--jobs"), std::string::npos) << r.output;
+  r = run_cli("train " + config_path("no-such-file.yaml"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no-such-file.yaml"), std::string::npos) << r.output;
+  r = run_cli("train --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--dry-run"), std::string::npos) << r.output;
+}
+
 TEST(Cli, TrainWritesEveryOutputAndEvalReadsTheCheckpoint) {
   const std::string out = temp_dir("run");
   Result r = run_cli("train " + config_path("demo.yaml") +
