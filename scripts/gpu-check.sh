@@ -226,10 +226,10 @@ elif [[ -n "$sanitizer" ]]; then
   ((budget > 150)) && budget=150
   if ((budget >= 30)); then
     timeout "$budget" "$sanitizer" --tool memcheck --error-exitcode 99 "$bin" \
-      --gtest_filter='Shapes/GpuAttention.*:Shapes/GpuCanon.*:Shapes/GpuNorm.*:GpuLookup.*:GpuElementwise.*' \
+      --gtest_filter='Shapes/GpuAttention.*:Shapes/GpuCanon.*:Shapes/GpuNorm.*:GpuLookup.*:GpuElementwise.*:Shapes/GpuSsd.*:Shapes/GpuGla.*:Shapes/GpuDeltaRule.*:GpuLinearGlue.*:GpuDecode.*' \
       >"$out/memcheck.log" 2>&1
     rc=$?
-    if ((rc == 0)); then memcheck_status="clean (attention, canon, norm, lookup, elementwise suites)"
+    if ((rc == 0)); then memcheck_status="clean (attention, canon, norm, lookup, elementwise, ssd, gla, delta-rule, linear glue, decode suites)"
     elif ((rc == 99)); then memcheck_status="ERRORS: see memcheck.log"; status=1
     elif ((rc == 124)); then memcheck_status="stopped after ${budget}s without an error so far (memcheck.log)"
     elif grep -q "not supported" "$out/memcheck.log"; then memcheck_status="unavailable on this machine (memcheck.log)"

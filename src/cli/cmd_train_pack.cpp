@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "config/config.h"
@@ -41,13 +42,11 @@ const char* end_name(PackRunEnd end) {
   return "failed";
 }
 
-int run_train_pack(const TrainPackArgs& a) {
-  const StopSignals stop_signals;
-  const PhaseHook pause_at = pause_hook_from_environment(/*once=*/true);
-  std::vector<PackMember> members;
-  double peak_bytes = 0;
-  for (const std::string& dir : a.run_dirs) {
-    PackMember m;
+// A member's config and its resource check, or the failed result that takes its place: a run whose run.yaml does not
+// load or that this machine cannot hold fails alone, as an error during its training would.
+std::optional<PackRunResult> prepare_member(PackMember& m, double& peak_bytes, const std::string& dir,
+                                            const PhaseHook& pause_at) {
+  try {
     m.config = load_config(dir + "/run.yaml", {});
     m.options.out_dir = dir;
     m.options.resume = inspect_run_dir(dir, m.config.train.steps) == RunDiskState::resumable;
@@ -57,15 +56,40 @@ int run_train_pack(const TrainPackArgs& a) {
     const ResourceEstimate estimate = estimate_resources(m.config, m.options.resume ? Purpose::resume : Purpose::train);
     check_resources(estimate, m.config);
     peak_bytes += estimate.peak_bytes;
-    members.push_back(std::move(m));
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    PackRunResult failed;
+    failed.error = e.what();
+    return failed;
+  }
+}
+
+int run_train_pack(const TrainPackArgs& a) {
+  const StopSignals stop_signals;
+  const PhaseHook pause_at = pause_hook_from_environment(/*once=*/true);
+  std::vector<PackMember> members;
+  std::vector<std::optional<PackRunResult>> prepared;  // per run dir: nullopt = a member, else its failure
+  double peak_bytes = 0;
+  for (const std::string& dir : a.run_dirs) {
+    PackMember m;
+    prepared.push_back(prepare_member(m, peak_bytes, dir, pause_at));
+    if (!prepared.back()) members.push_back(std::move(m));
   }
   const double available = available_memory_bytes();
-  if (available > 0 && peak_bytes > available)
-    throw Error("train-pack: the pack's " + std::to_string(members.size()) + " runs need about " +
-                std::to_string(int(peak_bytes / (1 << 20))) + " MiB together, more than the " +
-                std::to_string(int(available / (1 << 20))) + " MiB available; use a smaller --pack");
-  const int width = a.width > 0 ? a.width : pack_width(members, usable_cpu_count());
-  const std::vector<PackRunResult> results = train_pack(members, stop_signals, width);
+  std::vector<PackRunResult> trained;
+  if (available > 0 && peak_bytes > available) {
+    PackRunResult too_big;
+    too_big.error = "train-pack: the pack's " + std::to_string(members.size()) + " runs need about " +
+                    std::to_string(int(peak_bytes / (1 << 20))) + " MiB together, more than the " +
+                    std::to_string(int(available / (1 << 20))) + " MiB available; use a smaller --pack";
+    trained.assign(members.size(), too_big);
+  } else if (!members.empty()) {
+    const int width = a.width > 0 ? a.width : pack_width(members, usable_cpu_count());
+    trained = train_pack(std::move(members), stop_signals, width);
+  }
+  std::vector<PackRunResult> results;
+  size_t next_trained = 0;
+  for (std::optional<PackRunResult>& p : prepared) results.push_back(p ? std::move(*p) : trained[next_trained++]);
 
   nlohmann::json report = nlohmann::json::array();
   bool failed = false, interrupted = false;

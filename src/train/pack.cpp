@@ -7,9 +7,9 @@
 #include <memory>
 #include <optional>
 
-#include "engine/error.h"
 #include "data/task.h"
-#include "models/language_model.h"
+#include "engine/error.h"
+#include "train/resource_estimate.h"
 
 namespace canonlab {
 
@@ -104,11 +104,10 @@ std::vector<PackRunResult> train_pack(std::vector<PackMember> members, const Sto
 
 std::string pack_signature(const RunConfig& config) {
   const TrainConfig& tc = config.train;
-  const std::unique_ptr<LanguageModel<float>> model = build_model(config);
   std::string signature = "device=" + tc.device + " precision=" + tc.precision + " threads=" +
                           std::to_string(tc.threads) + " batch=" + std::to_string(tc.batch_size) + " micro_batches=" +
                           std::to_string(tc.micro_batches) + " window=" + std::to_string(make_task(config.task)->seq_len());
-  for (const ParamInfo& p : model->params().infos()) {
+  for (const ParamInfo& p : parameter_layout(config.model)) {
     signature += " " + p.name + "(";
     for (size_t d = 0; d < p.shape.size(); d++) signature += (d ? "," : "") + std::to_string(p.shape[d]);
     signature += ")";

@@ -40,9 +40,10 @@ std::vector<PackRunResult> train_pack(std::vector<PackMember> members, const Sto
 // The runs that can step at once in a process with `cores` cores: cores / train.threads of the members, at least 1.
 int pack_width(const std::vector<PackMember>& members, int cores);
 
-// What must be equal for runs to share a pack: the model's parameter names and shapes (from building it), the step's
-// activation shapes (batch, window, micro-batches) and the device, precision and thread count. Runs that differ in
-// seeds, learning rate, key-shift layer, ALiBi or task parameters with the same window are compatible.
+// What must be equal for runs to share a pack: the model's parameter names and shapes (parameter_layout: registered,
+// never allocated, so a sweep of large models groups its runs without building them), the step's activation shapes
+// (batch, window, micro-batches) and the device, precision and thread count. Runs that differ in seeds, learning
+// rate, key-shift layer, ALiBi or task parameters with the same window are compatible.
 std::string pack_signature(const RunConfig& config);
 
 }  // namespace canonlab

@@ -524,6 +524,12 @@ uint64_t count_parameters(const ModelConfig& m) {
   return store.total();
 }
 
+std::vector<ParamInfo> parameter_layout(const ModelConfig& m) {
+  ParameterStore<float> store;
+  register_parameters(store, m);
+  return store.infos();
+}
+
 double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool fp32) {
   StepArena step(model, batch, seq_len, threads, fp32);
   step.upload_batch(true);

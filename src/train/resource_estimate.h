@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "engine/params.h"
 
 namespace canonlab {
 
@@ -60,6 +61,9 @@ double available_memory_bytes();
 
 // The pieces of the estimate, for tests and for the other entry points.
 uint64_t count_parameters(const ModelConfig& model);
+// The model's parameters (names and shapes, in the built model's order) without allocating them: what a pack's
+// signature compares (train/pack.h).
+std::vector<ParamInfo> parameter_layout(const ModelConfig& model);
 // fp32: train.precision is fp32 (dynamic Canon then keeps no offsets on the CPU, nn/dynamic_canon.h)
 double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool fp32 = true);
 // with_loss: training and evaluation forwards; without: the probes', which keep attention's probabilities

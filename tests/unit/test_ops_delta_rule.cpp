@@ -3,15 +3,19 @@
 // chunk, T < chunk, chunk 1, several chunk sizes, K != V, a strongly decaying gate (g ≈ −30 per step) and
 // DeltaNet (g == nullptr), and a 512-token sequence at K = V = 64; chunked against naive in double to 1e-10;
 // finite differences of the chunked pair (sampled); a gate that wipes the state against the closed form; the
-// one-token step against the naive forward; chunked results bit-identical between 1 and 2 OpenMP threads.
+// one-token step against the naive forward; chunked results bit-identical between 1 and 2 OpenMP threads. The
+// element kernels of the GPU form (element_kernels.h), run on the host, against naive in float and double over the
+// same shapes, with the chunked forward's saved states, and independent of the thread count.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <ostream>
 #include <vector>
 
 #include "engine/ops/delta_rule/chunked.h"
+#include "engine/ops/delta_rule/element_kernels.h"
 #include "engine/ops/delta_rule/naive.h"
 #include "gradcheck.h"
 
@@ -98,6 +102,27 @@ Grads<T> run_chunked(const Inputs<T>& in, int B, int Tn, int H, int K, int V, in
   return r;
 }
 
+// The GPU kernels' algorithm on the host; scratch poisoned with NaN (a kernel reading what none wrote shows).
+template <class T>
+Grads<T> run_elements(const Inputs<T>& in, int B, int Tn, int H, int K, int V, int chunk,
+                      std::vector<T>* states_out = nullptr) {
+  Grads<T> r((size_t)B * Tn * H, K, V, in.gp() != nullptr);
+  const T scale = T(1.0 / std::sqrt(double(K)));
+  std::vector<T> states(delta_rule_states_size(B, Tn, H, K, V, chunk), T(7));
+  auto scratch_for = [&](bool backward) {
+    const size_t bytes = delta_rule_element_scratch_bytes<T>(B, Tn, H, K, V, chunk, backward);
+    return std::vector<double>(bytes / sizeof(double) + 1, std::numeric_limits<double>::quiet_NaN());
+  };
+  std::vector<double> fwd = scratch_for(false), bwd = scratch_for(true);
+  delta_rule_forward_elements(HostLaunch{}, fwd.data(), r.o.data(), states.data(), in.q.data(), in.k.data(),
+                              in.v.data(), in.beta.data(), in.gp(), B, Tn, H, K, V, scale, chunk);
+  delta_rule_backward_elements(HostLaunch{}, bwd.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dbeta.data(),
+                               r.dgp(), in.dout.data(), states.data(), in.q.data(), in.k.data(), in.v.data(),
+                               in.beta.data(), in.gp(), B, Tn, H, K, V, scale, chunk);
+  if (states_out) *states_out = states;
+  return r;
+}
+
 template <class T>
 void expect_close(const Grads<T>& got, const Grads<T>& want, double rtol, double atol, const std::string& what) {
   auto check = [&](const std::vector<T>& a, const std::vector<T>& b, const char* name) {
@@ -133,6 +158,22 @@ TEST_P(OpsDeltaRuleChunkedVsNaive, MatchesInDouble) {
   auto want = run_naive(in, p.B, p.Tn, p.H, p.K, p.V);
   auto got = run_chunked(in, p.B, p.Tn, p.H, p.K, p.V, p.chunk);
   expect_close(got, want, 1e-10, 1e-12, "double");
+}
+
+TEST_P(OpsDeltaRuleChunkedVsNaive, ElementKernelsMatchInFloatAndDouble) {
+  const auto p = GetParam();
+  auto in = make_inputs<float>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 100);
+  expect_close(run_elements(in, p.B, p.Tn, p.H, p.K, p.V, p.chunk), run_naive(in, p.B, p.Tn, p.H, p.K, p.V), 1e-4,
+               1e-5, "elements float");
+  auto ind = make_inputs<double>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 200);
+  std::vector<double> states;
+  expect_close(run_elements(ind, p.B, p.Tn, p.H, p.K, p.V, p.chunk, &states), run_naive(ind, p.B, p.Tn, p.H, p.K, p.V),
+               1e-10, 1e-12, "elements double");
+  std::vector<double> chunked_states(states.size()), o((size_t)p.B * p.Tn * p.H * p.V);
+  delta_rule_forward_chunked(o.data(), chunked_states.data(), ind.q.data(), ind.k.data(), ind.v.data(),
+                             ind.beta.data(), ind.gp(), p.B, p.Tn, p.H, p.K, p.V, 1.0 / std::sqrt(double(p.K)), p.chunk);
+  const auto c = compare(states.data(), chunked_states.data(), states.size(), 1e-10, 1e-12);
+  EXPECT_TRUE(c.ok) << "saved chunk-start states " << c.message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -302,6 +343,22 @@ TEST(OpsDeltaRule, ChunkedBitIdenticalAcrossThreadCounts) {
     EXPECT_EQ(one.dg, two.dg);
   }
   omp_set_num_threads(saved);
+}
+
+TEST(OpsDeltaRule, ElementKernelsDoNotDependOnThreadCount) {
+  const int saved = omp_get_max_threads();
+  auto in = make_inputs<float>(3, 100, 2, 16, 24, Gate::kMild, 700);
+  omp_set_num_threads(1);
+  auto one = run_elements(in, 3, 100, 2, 16, 24, 32);
+  omp_set_num_threads(2);
+  auto two = run_elements(in, 3, 100, 2, 16, 24, 32);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one.o, two.o);
+  EXPECT_EQ(one.dq, two.dq);
+  EXPECT_EQ(one.dk, two.dk);
+  EXPECT_EQ(one.dv, two.dv);
+  EXPECT_EQ(one.dbeta, two.dbeta);
+  EXPECT_EQ(one.dg, two.dg);
 }
 
 TEST(OpsDeltaRule, RejectsBadArguments) {

@@ -7,12 +7,14 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <tuple>
 #include <vector>
 
 #include "engine/ops/gla/chunked.h"
+#include "engine/ops/gla/element_kernels.h"
 #include "engine/ops/gla/naive.h"
 #include "gradcheck.h"
 
@@ -124,6 +126,25 @@ Outputs<T> run_chunked(const Case& p, const Inputs<T>& in, T scale, std::vector<
   return r;
 }
 
+// The GPU kernels' algorithm on the host; scratch poisoned with NaN (a kernel reading what none wrote shows).
+template <class T>
+Outputs<T> run_elements(const Case& p, const Inputs<T>& in, T scale, std::vector<T>* states_out = nullptr) {
+  Outputs<T> r(p);
+  std::vector<T> states(gla_states_size(p.B, p.Tn, p.H, p.K, p.V, p.chunk), T(7));
+  auto scratch_for = [&](bool backward) {
+    const size_t bytes = gla_element_scratch_bytes<T>(p.B, p.Tn, p.H, p.K, p.V, p.chunk, backward);
+    return std::vector<double>(bytes / sizeof(double) + 1, std::numeric_limits<double>::quiet_NaN());
+  };
+  std::vector<double> fwd = scratch_for(false), bwd = scratch_for(true);
+  gla_forward_elements(HostLaunch{}, fwd.data(), r.o.data(), states.data(), in.q.data(), in.k.data(), in.v.data(),
+                       in.g.data(), p.B, p.Tn, p.H, p.K, p.V, scale, p.chunk);
+  gla_backward_elements(HostLaunch{}, bwd.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(), in.dout.data(),
+                        states.data(), in.q.data(), in.k.data(), in.v.data(), in.g.data(), p.B, p.Tn, p.H, p.K, p.V,
+                        scale, p.chunk);
+  if (states_out) *states_out = states;
+  return r;
+}
+
 template <class T>
 bool all_finite(const std::vector<T>& x) {
   for (T e : x)
@@ -172,6 +193,46 @@ TEST_P(OpsGlaChunkedVsNaive, MatchesInDouble) {
   EXPECT_TRUE(c.ok) << "dv " << c.message;
   c = close(got.dg, want.dg, tol);
   EXPECT_TRUE(c.ok) << "dg " << c.message;
+}
+
+// The element kernels of the GPU form (element_kernels.h) on the host: the same tolerances as the chunked form,
+// and the saved chunk-start states equal to the chunked form's.
+TEST_P(OpsGlaChunkedVsNaive, ElementKernelsMatchInFloatAndDouble) {
+  const Case p = GetParam();
+  Inputs<float> in(p, 10);
+  const float scale = 1.0f / std::sqrt(float(p.K));
+  const auto want = run_naive(p, in, scale);
+  const auto got = run_elements(p, in, scale);
+  for (const auto* x : {&got.o, &got.dq, &got.dk, &got.dv, &got.dg}) EXPECT_TRUE(all_finite(*x));
+  const struct {
+    const std::vector<float>& got;
+    const std::vector<float>& want;
+    const char* name;
+  } floats[] = {{got.o, want.o, "o"}, {got.dq, want.dq, "dq"}, {got.dk, want.dk, "dk"}, {got.dv, want.dv, "dv"},
+                {got.dg, want.dg, "dg"}};
+  for (const auto& f : floats) {
+    const auto c = close(f.got, f.want, 1e-4);
+    EXPECT_TRUE(c.ok) << "float " << f.name << " " << c.message;
+  }
+  Inputs<double> ind(p, 20);
+  const double scaled = 1.0 / std::sqrt(double(p.K));
+  std::vector<double> states, chunked_states;
+  const auto wantd = run_naive(p, ind, scaled);
+  const auto gotd = run_elements(p, ind, scaled, &states);
+  run_chunked(p, ind, scaled, &chunked_states);
+  const struct {
+    const std::vector<double>& got;
+    const std::vector<double>& want;
+    const char* name;
+  } doubles[] = {{gotd.o, wantd.o, "o"}, {gotd.dq, wantd.dq, "dq"}, {gotd.dk, wantd.dk, "dk"},
+                 {gotd.dv, wantd.dv, "dv"}, {gotd.dg, wantd.dg, "dg"}};
+  for (const auto& d : doubles) {
+    const auto c = close(d.got, d.want, 1e-10);
+    EXPECT_TRUE(c.ok) << "double " << d.name << " " << c.message;
+  }
+  // (a single chunk's saved state is all zeros, where close() has no scale)
+  const auto c = compare(states.data(), chunked_states.data(), states.size(), 1e-10, 1e-12);
+  EXPECT_TRUE(c.ok) << "double states " << c.message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -334,6 +395,23 @@ TEST(OpsGla, ChunkedDoesNotDependOnThreadCount) {
     EXPECT_EQ(runs[0].dv, runs[i].dv) << i;
     EXPECT_EQ(runs[0].dg, runs[i].dg) << i;
   }
+}
+
+TEST(OpsGla, ElementKernelsDoNotDependOnThreadCount) {
+  const int saved = omp_get_max_threads();
+  const Case p{3, 150, 2, 16, 32, 64, Gates::Wide};
+  Inputs<float> in(p, 60);
+  std::vector<Outputs<float>> runs;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    runs.push_back(run_elements(p, in, 0.25f));
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(runs[0].o, runs[1].o);
+  EXPECT_EQ(runs[0].dq, runs[1].dq);
+  EXPECT_EQ(runs[0].dk, runs[1].dk);
+  EXPECT_EQ(runs[0].dv, runs[1].dv);
+  EXPECT_EQ(runs[0].dg, runs[1].dg);
 }
 
 TEST(OpsGla, RejectsChunkBelowOne) {

@@ -1,7 +1,9 @@
 // ssd (Mamba2 scan): naive backward against finite differences in double; chunked forward and backward
 // against naive in float (several T and chunk sizes, T not a multiple of the chunk, T < chunk, chunk 1,
 // grouped B/C, strongly decaying gates) and in double to 1e-10; the step function against the naive forward;
-// a hand-computed two-token case; chunked results bit-identical for 1 and 2 OpenMP threads.
+// a hand-computed two-token case; chunked results bit-identical for 1 and 2 OpenMP threads. The element
+// kernels of the GPU scan (element_kernels.h), run on the host, against naive in float and double, with the chunked
+// forward's saved states, and independent of the thread count.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -13,6 +15,7 @@
 
 #include "engine/ops/ssd/chunked.h"
 #include "engine/ops/ssd/naive.h"
+#include "engine/ops/ssd/element_kernels.h"
 #include "gradcheck.h"
 
 namespace canonlab {
@@ -96,6 +99,25 @@ SsdOut<T> run_chunked(const SsdCase& c, const SsdData<T>& d) {
   ssd_backward_chunked(o.dx.data(), o.ddt.data(), o.dA.data(), o.dB.data(), o.dC.data(), d.dy.data(), states.data(),
                        d.x.data(), d.dt.data(), d.A.data(), d.Bm.data(), d.Cm.data(), c.B, c.Tn, c.H, c.P, c.G, c.N,
                        c.chunk);
+  return o;
+}
+
+// The GPU scan's algorithm on the host; scratch poisoned with NaN (a kernel reading what none wrote shows).
+template <class T>
+SsdOut<T> run_elements(const SsdCase& c, const SsdData<T>& d, std::vector<T>* states_out = nullptr) {
+  SsdOut<T> o(c);
+  std::vector<T> states(ssd_states_size(c.B, c.Tn, c.H, c.P, c.N, c.chunk), std::numeric_limits<T>::quiet_NaN());
+  auto scratch_for = [&](bool backward) {
+    const size_t bytes = ssd_element_scratch_bytes<T>(c.B, c.Tn, c.H, c.P, c.G, c.N, c.chunk, backward);
+    return std::vector<double>(bytes / sizeof(double) + 1, std::numeric_limits<double>::quiet_NaN());
+  };
+  std::vector<double> fwd = scratch_for(false), bwd = scratch_for(true);
+  ssd_forward_elements(HostLaunch{}, fwd.data(), o.y.data(), states.data(), d.x.data(), d.dt.data(), d.A.data(),
+                       d.Bm.data(), d.Cm.data(), c.B, c.Tn, c.H, c.P, c.G, c.N, c.chunk);
+  ssd_backward_elements(HostLaunch{}, bwd.data(), o.dx.data(), o.ddt.data(), o.dA.data(), o.dB.data(), o.dC.data(),
+                        d.dy.data(), states.data(), d.x.data(), d.dt.data(), d.A.data(), d.Bm.data(), d.Cm.data(), c.B,
+                        c.Tn, c.H, c.P, c.G, c.N, c.chunk);
+  if (states_out) *states_out = states;
   return o;
 }
 
@@ -193,6 +215,21 @@ TEST_P(OpsSsdChunkedVsNaive, MatchesInDouble) {
   expect_match(run_chunked(c, d), run_naive(c, d), 1e-10, 1e-12, "chunked double vs naive double");
 }
 
+TEST_P(OpsSsdChunkedVsNaive, ElementKernelsMatchInFloatAndDouble) {
+  const auto c = GetParam();
+  SsdData<float> df(c, 100);
+  expect_match(run_elements(c, df), run_naive(c, widen(c, df)), 1e-5, 1e-6, "elements float vs naive double");
+  SsdData<double> d(c, 200);
+  std::vector<double> states;
+  expect_match(run_elements(c, d, &states), run_naive(c, d), 1e-10, 1e-12, "elements double vs naive double");
+  std::vector<double> chunked_states(states.size());
+  std::vector<double> y((size_t)c.B * c.Tn * c.H * c.P);
+  ssd_forward_chunked(y.data(), chunked_states.data(), d.x.data(), d.dt.data(), d.A.data(), d.Bm.data(), d.Cm.data(),
+                      c.B, c.Tn, c.H, c.P, c.G, c.N, c.chunk);
+  auto r = compare(states.data(), chunked_states.data(), states.size(), 1e-10, 1e-12);
+  EXPECT_TRUE(r.ok) << "saved chunk-start states " << r.message;
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, OpsSsdChunkedVsNaive,
                          ::testing::Values(
                              // T a multiple of the chunk, not a multiple, T < chunk, chunk 1, T = 1
@@ -269,6 +306,31 @@ TEST(OpsSsd, ChunkedDoesNotDependOnThreadCount) {
     EXPECT_EQ(one.dC, two.dC) << "G = " << G;
   }
   omp_set_num_threads(saved);
+}
+
+TEST(OpsSsd, ElementKernelsDoNotDependOnThreadCount) {
+  const int saved = omp_get_max_threads();
+  SsdCase c{3, 100, 4, 16, 2, 16, 32};
+  SsdData<float> d(c, 600);
+  omp_set_num_threads(1);
+  auto one = run_elements(c, d);
+  omp_set_num_threads(2);
+  auto two = run_elements(c, d);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one.y, two.y);
+  EXPECT_EQ(one.dx, two.dx);
+  EXPECT_EQ(one.ddt, two.ddt);
+  EXPECT_EQ(one.dA, two.dA);
+  EXPECT_EQ(one.dB, two.dB);
+  EXPECT_EQ(one.dC, two.dC);
+}
+
+// Strong decay through the element kernels: exponents of −1000 underflow to 0, nothing turns non-finite.
+TEST(OpsSsd, ElementKernelsStayFiniteUnderStrongDecay) {
+  SsdCase c{2, 150, 4, 8, 2, 8, 64, -16, -16, 0.9, 1.1};
+  SsdData<float> df(c, 300);
+  for (float& a : df.A) a = -16;
+  expect_match(run_elements(c, df), run_naive(c, widen(c, df)), 1e-5, 1e-6, "strong decay, elements float");
 }
 
 TEST(OpsSsd, RejectsBadShapes) {

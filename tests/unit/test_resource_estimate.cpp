@@ -92,12 +92,19 @@ std::vector<Variant> variants() {
 
 RunConfig variant_config(const Variant& v) { return config_from_yaml_string(kSmall, v.sets); }
 
-TEST(ResourceEstimate, ParameterCountIsExactForEveryFamily) {
+TEST(ResourceEstimate, ParameterCountAndLayoutAreExactForEveryFamily) {
   for (const Variant& v : variants()) {
     const RunConfig cfg = variant_config(v);
     const auto model = build_model<float>(cfg.model, cfg.train.seed);
     EXPECT_EQ(count_parameters(cfg.model), model->params().total()) << v.name;
     EXPECT_EQ(estimate_resources(cfg).parameters, model->params().total()) << v.name;
+    // the layout a pack's signature compares: the built model's names and shapes, in order
+    const std::vector<ParamInfo> layout = parameter_layout(cfg.model), built = model->params().infos();
+    ASSERT_EQ(layout.size(), built.size()) << v.name;
+    for (size_t i = 0; i < layout.size(); i++) {
+      EXPECT_EQ(layout[i].name, built[i].name) << v.name;
+      EXPECT_EQ(layout[i].shape, built[i].shape) << v.name << " " << built[i].name;
+    }
   }
 }
 

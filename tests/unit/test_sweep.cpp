@@ -765,6 +765,32 @@ TEST(SweepPack, AStopSignalStopsEveryRunOfThePackWithACheckpointAndTheRerunResum
   }
 }
 
+// A pack's run whose run.yaml does not load, or that the machine (here train.max_memory_gb) cannot hold, fails alone:
+// the others train, the report names each end, and the failed runs' train.log carry the error the sweep reads.
+TEST(SweepPack, ARunThatCannotLoadOrFitFailsAloneAndItsPackMatesTrain) {
+  TempDir dir;
+  const fs::path good = dir / "good", broken = dir / "broken", huge = dir / "huge", report = dir / "report.json";
+  for (const fs::path& d : {good, broken, huge}) fs::create_directories(d);
+  const std::string run = "base: " + kBase + "\ntrain:\n  steps: 12\n  threads: 1\n  batch_size: 8\n  log_every: 4\n";
+  write_text(good / "run.yaml", run);
+  write_text(broken / "run.yaml", run + "  no_such_key: 1\n");
+  write_text(huge / "run.yaml", run + "  max_memory_gb: 0.000001\n");
+  const Result r = run_canonlab("train-pack " + good.string() + " " + broken.string() + " " + huge.string() +
+                                " --width 1 --report " + report.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(read_json(good / "summary.json").value("steps", -1), 12) << r.output;
+  const json ends = read_json(report);
+  ASSERT_EQ(ends.size(), 3u) << ends.dump();
+  EXPECT_EQ(ends[0].value("end", ""), "done");
+  EXPECT_EQ(ends[0].value("steps_done", 0), 12);
+  EXPECT_EQ(ends[1].value("end", ""), "failed");
+  EXPECT_TRUE(contains(ends[1].value("error", ""), "train.no_such_key")) << ends[1].dump();
+  EXPECT_EQ(ends[2].value("end", ""), "failed");
+  EXPECT_TRUE(contains(ends[2].value("error", ""), "train.max_memory_gb")) << ends[2].dump();
+  EXPECT_TRUE(contains(read_text(broken / "train.log"), "error: ")) << "the sweep reads a failed run's reason there";
+  EXPECT_TRUE(contains(read_text(huge / "train.log"), "error: this run needs an estimated"));
+}
+
 TEST(SweepGridChange, AChangedGridIsRefusedUnlessForcedAndForceRedoesOnlyTheChangedRuns) {
   TempDir dir;
   auto lr_axis = [](const std::string& hi) {

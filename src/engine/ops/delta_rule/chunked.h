@@ -36,6 +36,7 @@
 
 #include "engine/blas.h"
 #include "engine/error.h"
+#include "engine/ops/delta_rule/naive.h"
 #include "engine/ops/vec_math.h"
 
 namespace canonlab {
@@ -171,12 +172,6 @@ inline void row_sums16(T* __restrict out, const T* __restrict P, T* __restrict t
 }
 
 }  // namespace delta_rule_detail
-
-// Elements of the `states` buffer: one (K, V) state per (batch, head, chunk), taken at the chunk's start.
-inline size_t delta_rule_states_size(int Bn, int Tn, int H, int K, int V, int chunk) {
-  CANONLAB_CHECK(chunk >= 1, "delta_rule: chunk size must be at least 1");
-  return (size_t)Bn * H * delta_rule_detail::num_chunks(Tn, chunk) * K * V;
-}
 
 // o: (B, T, H, V) written; states: delta_rule_states_size(...) elements written, laid out (B, H, chunks, K, V);
 // q, k: (B, T, H, K); v: (B, T, H, V); beta: (B, T, H); g: (B, T, H) log decay (<= 0) or nullptr (DeltaNet)

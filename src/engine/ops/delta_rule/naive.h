@@ -16,6 +16,15 @@
 
 namespace canonlab {
 
+// Elements of the `states` buffer: one (K, V) state per (batch, head, chunk), taken at the chunk's start
+// (delta_rule_forward_chunked and the GPU kernels save them for backward).
+inline size_t delta_rule_states_size(int Bn, int Tn, int H, int K, int V, int chunk) {
+  CANONLAB_CHECK(chunk >= 1, "delta_rule: chunk size must be at least 1");
+  const size_t nchunks = Tn > 0 ? ((size_t)Tn + chunk - 1) / chunk : 0;
+  return (size_t)Bn * H * nchunks * K * V;
+}
+
+
 namespace delta_rule_detail {
 
 // One token of one head. St is the state's scalar type (double in the naive loop, T in delta_rule_step);

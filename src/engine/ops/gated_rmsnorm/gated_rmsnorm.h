@@ -17,13 +17,11 @@
 #include <vector>
 
 #include "engine/ops/activation/activation.h"
+#include "engine/ops/gated_rmsnorm/gate_order.h"
 #include "engine/ops/row_ops.h"
 #include "engine/ops/vec_math.h"
 
 namespace canonlab {
-
-enum class GateOrder { norm_then_gate, gate_then_norm };
-
 
 namespace gated_rmsnorm_detail {
 // The weights of the Cg channels of group g: a pointer into w when they are contiguous there (Cw a multiple of

@@ -44,6 +44,7 @@
 
 #include "engine/blas.h"
 #include "engine/error.h"
+#include "engine/ops/gla/naive.h"
 #include "engine/ops/vec_math.h"
 
 namespace canonlab {
@@ -306,12 +307,6 @@ void transpose(T* dst, int ldd, const T* src, int lds, int rows, int cols) {
 }
 
 }  // namespace gla_detail
-
-// Elements of the `states` buffer: the state at every chunk start, (B, H, nchunks, K, V).
-inline size_t gla_states_size(int Bn, int Tn, int H, int K, int V, int chunk) {
-  CANONLAB_CHECK(chunk >= 1, "gla: chunk size must be at least 1");
-  return (size_t)Bn * H * gla_detail::num_chunks(Tn, chunk) * K * V;
-}
 
 // o: (B, T, H, V) written; states: gla_states_size(...) elements written, (B, H, nchunks, K, V);
 // q, k, g: (B, T, H, K); v: (B, T, H, V); chunk >= 1 (T need not be a multiple of it)

@@ -7,11 +7,10 @@
 #include <cstddef>
 
 #include "engine/ops/activation/activation.h"
+#include "engine/ops/gla/feature_map.h"
 #include "engine/ops/vec_math.h"
 
 namespace canonlab {
-
-enum class FeatureMap { none, elu_plus_one, relu, silu };
 
 namespace gla_gate_detail {
 // logsigmoid(l) = min(l, 0) − log1p(e^−|l|). double (gradient checks): libm. float: vectorisable, with

@@ -11,7 +11,17 @@
 #include <cstddef>
 #include <vector>
 
+#include "engine/error.h"
+
 namespace canonlab {
+
+// Elements of the `states` buffer: the state at every chunk start, (B, H, nchunks, K, V)
+// (gla_forward_chunked and the GPU kernels save them for backward).
+inline size_t gla_states_size(int Bn, int Tn, int H, int K, int V, int chunk) {
+  CANONLAB_CHECK(chunk >= 1, "gla: chunk size must be at least 1");
+  const size_t nchunks = Tn > 0 ? ((size_t)Tn + chunk - 1) / chunk : 0;
+  return (size_t)Bn * H * nchunks * K * V;
+}
 
 namespace gla_naive_detail {
 // One token for all heads, with the state held in S (double for the naive forward, T for gla_step).

@@ -38,12 +38,6 @@
 
 namespace canonlab {
 
-// Elements of the saved chunk-start states: (Bn, H, ceil(Tn / chunk), P, N).
-inline size_t ssd_states_size(int Bn, int Tn, int H, int P, int N, int chunk) {
-  const size_t nchunks = chunk > 0 ? (size_t)(Tn + chunk - 1) / chunk : 0;
-  return (size_t)Bn * H * nchunks * P * N;
-}
-
 namespace ssd_detail {
 
 // dtc[r] = dt of local token r (dt points at the chunk's first token of this head, rows of stride H);

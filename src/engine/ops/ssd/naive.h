@@ -12,6 +12,13 @@
 
 namespace canonlab {
 
+// Elements of the saved chunk-start states: (Bn, H, ceil(Tn / chunk), P, N)
+// (ssd_forward_chunked and the GPU scan save them for backward).
+inline size_t ssd_states_size(int Bn, int Tn, int H, int P, int N, int chunk) {
+  const size_t nchunks = chunk > 0 ? (size_t)(Tn + chunk - 1) / chunk : 0;
+  return (size_t)Bn * H * nchunks * P * N;
+}
+
 namespace ssd_detail {
 
 inline void check_shapes(int H, int G) {
