@@ -23,7 +23,7 @@
 #   device.txt      nvidia-smi's view of the GPU, the driver, nvcc, the cuBLASLt the tests loaded
 #   build.log       only when the tests had to be rebuilt on that machine
 #   memcheck.log    compute-sanitizer's report, when it ran
-#   bench.log       only when a GPU benchmark exists (bench/gpu-bench.sh, a later step) and ran
+#   bench.log       the GPU benchmark (bench/gpu-bench.sh: the linear families' kernels next to fla's), when it ran
 #   check.log       this script's own trace
 # Exit status: 0 every test ran and passed; 1 a test failed or timed out, a test was skipped although a device
 # was visible, memcheck found an error or the benchmark failed; 2 nothing could be run; 3 no CUDA device is
@@ -52,10 +52,17 @@ if ((bundle_only)); then
   cmake -S "$root" -B "$root/build-cuda" -DCMAKE_BUILD_TYPE=Release >/dev/null
   [[ "$(cmake --build "$root/build-cuda" --target help)" == *canonlab_gpu_tests* ]] ||
     { echo "error: CMake did not enable CUDA in build-cuda (is nvcc installed?); nothing to bundle" >&2; exit 2; }
-  cmake --build "$root/build-cuda" --target canonlab_gpu_tests -j "$(nproc)"
+  cmake --build "$root/build-cuda" --target canonlab_gpu_tests canonlab_gpu_bench -j "$(nproc)"
   rm -rf "$bundle"
   mkdir -p "$bundle"
-  cp "$root/build-cuda/tests/gpu/canonlab_gpu_tests" "$bundle/"
+  cp "$root/build-cuda/tests/gpu/canonlab_gpu_tests" "$root/build-cuda/tests/gpu/canonlab_gpu_bench" "$bundle/"
+  # fla's pure-Python wheels for the benchmark's side-by-side (bench/gpu-bench.sh); without a registry, no wheels
+  # and the benchmark says so.
+  pip=("$root/.venv/bin/python" -m pip)
+  [[ -x "$root/.venv/bin/python" ]] || pip=(python3 -m pip)
+  "${pip[@]}" download --no-deps -q -d "$bundle/wheels" fla-core==0.6.0 flash-linear-attention==0.6.0 einops ||
+    { echo "warning: could not download fla's wheels; the GPU benchmark will time canonlab's kernels alone" >&2;
+      rm -rf "$bundle/wheels"; }
   # The NCCL communicator's tests, when the toolkit has NCCL: a binary of their own (they load libnccl.so.2).
   if [[ "$(cmake --build "$root/build-cuda" --target help)" == *canonlab_nccl_tests* ]]; then
     cmake --build "$root/build-cuda" --target canonlab_nccl_tests -j "$(nproc)"
@@ -123,6 +130,7 @@ EOF
 }
 
 bin="$bundle/canonlab_gpu_tests"
+bench_bin="$bundle/canonlab_gpu_bench"
 starts() { [[ -x "$1" ]] && "$1" --gtest_list_tests >/dev/null 2>&1; }
 if [[ -x "$bin" ]] && ! starts "$bin"; then
   if dir="$(find_cublaslt)"; then
@@ -138,8 +146,10 @@ if ! starts "$bin"; then
     command -v ninja >/dev/null && gen=(-G Ninja)
     if timeout "$(left)" cmake -S "$root/tests/gpu" -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
          -DCANONLAB_GTEST_SOURCE="$bundle/googletest" >"$out/build.log" 2>&1 &&
-       timeout "$(left)" cmake --build "$build_dir" --target canonlab_gpu_tests -j "$(nproc)" >>"$out/build.log" 2>&1; then
+       timeout "$(left)" cmake --build "$build_dir" --target canonlab_gpu_tests canonlab_gpu_bench -j "$(nproc)" \
+         >>"$out/build.log" 2>&1; then
       bin="$build_dir/canonlab_gpu_tests"
+      bench_bin="$build_dir/canonlab_gpu_bench"
       dir="$(find_cublaslt)" && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
   fi
@@ -240,14 +250,14 @@ elif [[ -n "$sanitizer" ]]; then
   fi
 fi
 
-# ---- the GPU benchmark: a later step provides bench/gpu-bench.sh OUT_DIR (time budget in CANONLAB_GPU_SECONDS) ----
-bench_status="not run: no bench/gpu-bench.sh yet (the CUDA backend is not wired into the trainer)"
+# ---- the GPU benchmark: bench/gpu-bench.sh OUT_DIR (time budget in CANONLAB_GPU_SECONDS; its output is bench.log) ----
+bench_status="not run: no bench/gpu-bench.sh"
 if ((no_gpu)); then
   bench_status="not run: no CUDA device"
 elif [[ -x "$root/bench/gpu-bench.sh" ]]; then
   budget=$(left)
   if ((budget > 30)); then
-    CANONLAB_GPU_BUNDLE="$bundle" CANONLAB_GPU_SECONDS=$((budget - 10)) \
+    CANONLAB_GPU_BUNDLE="$bundle" CANONLAB_GPU_BENCH_BIN="$bench_bin" CANONLAB_GPU_SECONDS=$((budget - 10)) \
       timeout "$budget" "$root/bench/gpu-bench.sh" "$out" >"$out/bench.log" 2>&1
     rc=$?
     bench_status=$([[ $rc == 0 ]] && echo "ran: see bench.log" || echo "failed (exit status $rc): see bench.log")
