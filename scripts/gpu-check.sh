@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs every GPU test (and the GPU benchmark, once there is one) on a machine with an NVIDIA GPU, in one call of
+# Runs every GPU test and then the GPU benchmark (bench/gpu-bench.sh) on a machine with an NVIDIA GPU, in one call of
 # at most 8 minutes on an H200, and writes a results table and the logs to OUT_DIR. docs/gpu.md has the plan.
 #
 #   scripts/gpu-check.sh --bundle-only                 on the build machine (nvcc, our Debian libraries, no GPU):
 #                                                      builds the GPU tests in build-cuda/ and packs the bundle
 #   scripts/gpu-check.sh [--bundle DIR] OUT_DIR        on the GPU machine: runs the bundle's tests
 #
-#   --bundle DIR     the bundle (default build-cuda/gpu-bundle): canonlab_gpu_tests, googletest/ (sources, for a
-#                    rebuild), MANIFEST (what it was built from and the ldd listing)
+#   --bundle DIR     the bundle (default build-cuda/gpu-bundle): canonlab_gpu_tests, canonlab_nccl_tests,
+#                    canonlab_gpu_bench, wheels/ (fla's, for the benchmark), googletest/ (sources, for a rebuild),
+#                    MANIFEST (what it was built from and the ldd listing)
 #   --build-dir DIR  where to rebuild the tests if the bundle's binary cannot start there (default
 #                    /tmp/canonlab-gpu-build): tests/gpu is a CMake project of its own that needs only nvcc, CMake
 #                    and the bundled googletest

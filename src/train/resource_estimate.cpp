@@ -23,6 +23,7 @@
 #include "engine/params.h"
 #include "engine/threads.h"
 #include "eval/flops.h"
+#include "models/decoder_model.h"
 #include "models/mixers.h"
 #include "nn/block.h"
 #include "nn/canon.h"
@@ -471,27 +472,9 @@ double read_number_file(const std::string& path) {
 }  // namespace
 
 namespace {
-// DecoderModel's constructor (models/decoder_model.h) without finalize(): the modules only register names and
-// shapes, so nothing the size of the model is allocated.
+// The model's modules registered (models/decoder_model.h), never allocated: names, shapes, counts.
 void register_parameters(ParameterStore<float>& store, const ModelConfig& m) {
-  const int C = m.d_model, V = m.vocab_size;
-  store.add("tok_emb.weight", {V, C}, InitSpec::normal(m.init_std), ParamGroup::embedding);
-  if (m.attention.position == "learned")
-    store.add("pos_emb.weight", {m.max_seq_len, C}, InitSpec::normal(m.init_std), ParamGroup::embedding);
-  const std::string letters = mixer_letters(m);
-  for (int l = 0; l < m.n_layers; l++) {
-    const std::string name = "layers." + std::to_string(l);
-    const char letter = letters[size_t(l)];
-    auto make = [&](ParameterStore<float>& s) { return make_mixer<float>(s, name, l, letter, m); };
-    const Block<float> block(store, name, m, make, layer_has_mlp(m, letter));
-  }
-  const Norm<float> final_norm(store, "final_norm", C, parse_norm_kind(m.norm), m.norm_eps);
-  if (!m.tie_embeddings) {
-    const Linear<float> lm_head(store, "lm_head", C, V, false, m.init_std);
-  }
-  for (int l : m.canon.cross_layer.layers)  // registered last, as DecoderModel does
-    const CanonLayer<float> cross(store, "cross_layer." + std::to_string(l), C,
-                                  cross_layer_canon_config(m.canon.cross_layer), m.norm_eps);
+  const DecoderModules<float> modules(store, m);
 }
 
 // bf16 precision: Bf16Gemm (engine/ops/linear/bf16.h) converts both operands of each GEMM into two scratch buffers
