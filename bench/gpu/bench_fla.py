@@ -22,13 +22,12 @@ def timed(fn):
 
 def bench(name, shape, make_inputs, call, reps, dtype, tokens):
     torch.manual_seed(0)
-    leaves, extra = make_inputs(dtype)
-    dout = None
+    leaves = make_inputs(dtype)
 
     def forward():
         for x in leaves:
             x.grad = None
-        return call(*leaves, *extra)[0]
+        return call(*leaves)[0]
 
     t0 = time.perf_counter()
     out = forward()
@@ -80,21 +79,21 @@ def run_size(B, T, args, start, dev, chunk_gla, chunk_gated_delta_rule, chunk_si
         q, k = (torch.rand(B, T, H, K, device=dev) * 2 - 1 for _ in range(2))
         v = torch.rand(B, T, H, V, device=dev) * 2 - 1
         g = -0.01 - 0.29 * torch.rand(B, T, H, K, device=dev)
-        return [x.to(dtype).requires_grad_() for x in (q, k, v, g)], []
+        return [x.to(dtype).requires_grad_() for x in (q, k, v, g)]
 
     def gdn_inputs(dtype, H=6, K=128, V=256):
         q, k = (torch.nn.functional.normalize(torch.rand(B, T, H, K, device=dev) * 2 - 1, dim=-1) for _ in range(2))
         v = torch.rand(B, T, H, V, device=dev) * 2 - 1
         g = -0.001 - 0.299 * torch.rand(B, T, H, device=dev)
         beta = 0.05 + 0.9 * torch.rand(B, T, H, device=dev)
-        return [x.to(dtype).requires_grad_() for x in (q, k, v, g, beta)], []
+        return [x.to(dtype).requires_grad_() for x in (q, k, v, g, beta)]
 
     def ssd_inputs(dtype, H=24, N=128, P=64):
         C, Bm = (torch.rand(B, T, 1, N, device=dev).expand(B, T, H, N) * 2 - 1 for _ in range(2))
         dt = 0.001 + 0.099 * torch.rand(B, T, H, device=dev)
         x = torch.rand(B, T, H, P, device=dev) * 2 - 1
         A = -1 - 7 * torch.rand(H, device=dev)
-        return [t.contiguous().to(dtype).requires_grad_() for t in (C, Bm, x * dt[..., None], dt * A)], []
+        return [t.contiguous().to(dtype).requires_grad_() for t in (C, Bm, x * dt[..., None], dt * A)]
 
     shape = f"B{B} T{T} H6 K128 V256"
     runs = [

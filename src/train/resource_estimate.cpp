@@ -472,20 +472,13 @@ double read_number_file(const std::string& path) {
 }  // namespace
 
 namespace {
-// The model's modules registered (models/decoder_model.h), never allocated: names, shapes, counts.
-void register_parameters(ParameterStore<float>& store, const ModelConfig& m) {
-  const DecoderModules<float> modules(store, m);
-}
-
 // bf16 precision: Bf16Gemm (engine/ops/linear/bf16.h) converts both operands of each GEMM into two scratch buffers
 // that grow to the largest operand they have held, and (native path) computes a strided output in a dense one. The
 // first operand is x or dy (N rows of in or out values), the second w (out, in) or, for dw, x (N, in). Consecutive 2-D weights with the same input width are counted as one
 // fused GEMM (q|k|v, gate|up: Linear::followed_in_memory_by), which can only overstate. Elements, for N rows.
 double bf16_gemm_scratch_elements(const ModelConfig& m, double N) {
-  ParameterStore<float> store;
-  register_parameters(store, m);
   double first = 0, second = 0, output = 0, fused_out = 0, fused_in = -1;
-  for (const ParamInfo& p : store.infos()) {
+  for (const ParamInfo& p : parameter_layout(m)) {
     if (p.shape.size() != 2) {
       fused_in = -1;
       continue;
@@ -501,16 +494,17 @@ double bf16_gemm_scratch_elements(const ModelConfig& m, double N) {
 }
 }  // namespace
 
-uint64_t count_parameters(const ModelConfig& m) {
-  ParameterStore<float> store;
-  register_parameters(store, m);
-  return store.total();
-}
-
+// The model's modules registered (models/decoder_model.h), never allocated.
 std::vector<ParamInfo> parameter_layout(const ModelConfig& m) {
   ParameterStore<float> store;
-  register_parameters(store, m);
+  const DecoderModules<float> modules(store, m);
   return store.infos();
+}
+
+uint64_t count_parameters(const ModelConfig& m) {
+  uint64_t total = 0;
+  for (const ParamInfo& p : parameter_layout(m)) total += p.numel;
+  return total;
 }
 
 double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool fp32) {

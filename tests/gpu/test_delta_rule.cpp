@@ -5,37 +5,17 @@
 // CPU suite checks).
 #include <algorithm>
 #include <cmath>
-#include <ostream>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/delta_rule/cuda.h"
 #include "engine/ops/delta_rule/element_kernels.h"
 #include "engine/ops/delta_rule/naive.h"
+#include "delta_rule_cases.h"
 #include "gpu_test.h"
 
 namespace canonlab::test {
 namespace {
-
-enum class Gate { kNone, kMild, kStrong };
-
-struct DeltaCase {
-  int B, Tn, H, K, V, chunk;
-  Gate gate;
-};
-std::ostream& operator<<(std::ostream& os, const DeltaCase& c) {
-  static const char* names[] = {"none", "mild", "strong"};
-  return os << "B=" << c.B << " Tn=" << c.Tn << " H=" << c.H << " K=" << c.K << " V=" << c.V << " chunk=" << c.chunk
-            << " gate=" << names[int(c.gate)];
-}
-
-void l2_normalise_rows(std::vector<float>& x, int D) {
-  for (size_t r = 0; r < x.size() / D; r++) {
-    double s = 0;
-    for (int i = 0; i < D; i++) s += double(x[r * D + i]) * double(x[r * D + i]);
-    const double inv = 1.0 / std::sqrt(s + 1e-6);
-    for (int i = 0; i < D; i++) x[r * D + i] = float(double(x[r * D + i]) * inv);
-  }
-}
 
 struct Outputs {
   std::vector<float> o, dq, dk, dv, dbeta, dg;
@@ -56,15 +36,9 @@ class GpuDeltaRule : public GpuTestWithParam<DeltaCase> {
     if (IsSkipped()) return;
     const DeltaCase& c = GetParam();
     nt_ = size_t(c.B) * c.Tn * c.H;
-    q_ = random_vector<float>(nt_ * c.K, 101);
-    k_ = random_vector<float>(nt_ * c.K, 102);
-    l2_normalise_rows(q_, c.K);
-    l2_normalise_rows(k_, c.K);
-    v_ = random_vector<float>(nt_ * c.V, 103);
-    beta_ = random_vector<float>(nt_, 104, 0.05, 0.95);
-    if (c.gate == Gate::kMild) g_ = random_vector<float>(nt_, 105, -1.0, -0.005);
-    if (c.gate == Gate::kStrong) g_ = random_vector<float>(nt_, 105, -32.0, -28.0);
-    dout_ = random_vector<float>(nt_ * c.V, 106);
+    DeltaInputs<float> in = make_delta_inputs<float>(c.B, c.Tn, c.H, c.K, c.V, c.gate, 100);
+    q_ = std::move(in.q), k_ = std::move(in.k), v_ = std::move(in.v), beta_ = std::move(in.beta);
+    g_ = std::move(in.g), dout_ = std::move(in.dout);
     scale_ = 1.0f / std::sqrt(float(c.K));
   }
   bool gated() const { return !g_.empty(); }

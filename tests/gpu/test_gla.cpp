@@ -4,41 +4,17 @@
 // the same bits; and the kernels agree with the same element kernels run on the host (what the CPU suite checks).
 #include <algorithm>
 #include <cmath>
-#include <ostream>
-#include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/gla/cuda.h"
 #include "engine/ops/gla/element_kernels.h"
 #include "engine/ops/gla/naive.h"
+#include "gla_cases.h"
 #include "gpu_test.h"
 
 namespace canonlab::test {
 namespace {
-
-enum class Gates { Mild, Wide, Strong };
-
-struct GlaCase {
-  int B, Tn, H, K, V, chunk;
-  Gates gates;
-};
-std::ostream& operator<<(std::ostream& os, const GlaCase& c) {
-  return os << "B=" << c.B << " T=" << c.Tn << " H=" << c.H << " K=" << c.K << " V=" << c.V << " chunk=" << c.chunk
-            << " gates=" << int(c.gates);
-}
-
-std::vector<float> make_gates(size_t n, int K, Gates mode, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  std::vector<float> g(n);
-  for (size_t i = 0; i < n; i++) {
-    const double x = u(gen);
-    g[i] = mode == Gates::Mild ? float(-std::log1p(std::exp(-(8 * x - 4))) / 16)
-           : mode == Gates::Wide ? float(-2 * x)
-                                 : ((i % K) % 2 == 0 ? float(-19 - 2 * x) : 0.0f);
-  }
-  return g;
-}
 
 struct Outputs {
   std::vector<float> o, dq, dk, dv, dg;
@@ -62,11 +38,8 @@ class GpuGla : public GpuTestWithParam<GlaCase> {
     if (IsSkipped()) return;
     const GlaCase& c = GetParam();
     nk_ = size_t(c.B) * c.Tn * c.H * c.K, nv_ = size_t(c.B) * c.Tn * c.H * c.V;
-    q_ = random_vector<float>(nk_, 1);
-    k_ = random_vector<float>(nk_, 2);
-    v_ = random_vector<float>(nv_, 3);
-    g_ = make_gates(nk_, c.K, c.gates, 4);
-    dout_ = random_vector<float>(nv_, 5);
+    GlaInputs<float> in(c, 0);
+    q_ = std::move(in.q), k_ = std::move(in.k), v_ = std::move(in.v), g_ = std::move(in.g), dout_ = std::move(in.dout);
     scale_ = 1.0f / std::sqrt(float(c.K));
   }
 

@@ -4,25 +4,17 @@
 // backward; and the kernels agree with the same element kernels run on the host (element_kernels.h, what the CPU suite checks).
 #include <algorithm>
 #include <cmath>
-#include <ostream>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/ssd/cuda.h"
 #include "engine/ops/ssd/naive.h"
 #include "engine/ops/ssd/element_kernels.h"
 #include "gpu_test.h"
+#include "ssd_cases.h"
 
 namespace canonlab::test {
 namespace {
-
-struct SsdCase {
-  int B, Tn, H, P, G, N, chunk;
-  double a_lo = -2, a_hi = -0.5, dt_lo = 0.05, dt_hi = 1.0;
-};
-std::ostream& operator<<(std::ostream& os, const SsdCase& c) {
-  return os << "B=" << c.B << " Tn=" << c.Tn << " H=" << c.H << " P=" << c.P << " G=" << c.G << " N=" << c.N
-            << " chunk=" << c.chunk << " A in [" << c.a_lo << ", " << c.a_hi << "]";
-}
 
 struct Outputs {
   std::vector<float> y, dx, ddt, dA, dB, dC;
@@ -45,12 +37,9 @@ class GpuSsd : public GpuTestWithParam<SsdCase> {
     if (IsSkipped()) return;
     const SsdCase& c = GetParam();
     nx_ = size_t(c.B) * c.Tn * c.H * c.P, nt_ = size_t(c.B) * c.Tn * c.H, nb_ = size_t(c.B) * c.Tn * c.G * c.N;
-    x_ = random_vector<float>(nx_, 1);
-    dt_ = random_vector<float>(nt_, 2, c.dt_lo, c.dt_hi);
-    A_ = random_vector<float>(c.H, 3, c.a_lo, c.a_hi);
-    Bm_ = random_vector<float>(nb_, 4);
-    Cm_ = random_vector<float>(nb_, 5);
-    dy_ = random_vector<float>(nx_, 6);
+    SsdData<float> in(c, 0);
+    x_ = std::move(in.x), dt_ = std::move(in.dt), A_ = std::move(in.A), Bm_ = std::move(in.Bm), Cm_ = std::move(in.Cm);
+    dy_ = std::move(in.dy);
   }
 
   Outputs run_gpu() const {

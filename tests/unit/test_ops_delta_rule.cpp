@@ -17,6 +17,7 @@
 #include "engine/ops/delta_rule/chunked.h"
 #include "engine/ops/delta_rule/element_kernels.h"
 #include "engine/ops/delta_rule/naive.h"
+#include "delta_rule_cases.h"
 #include "gradcheck.h"
 
 namespace canonlab {
@@ -25,50 +26,10 @@ namespace {
 using test::compare;
 using test::random_vector;
 
-enum class Gate { kNone, kMild, kStrong };
-
-struct DeltaCase {
-  int B, Tn, H, K, V, chunk;
-  Gate gate;
-};
-std::ostream& operator<<(std::ostream& os, const DeltaCase& c) {
-  static const char* names[] = {"none", "mild", "strong"};
-  return os << "B=" << c.B << " Tn=" << c.Tn << " H=" << c.H << " K=" << c.K << " V=" << c.V << " chunk=" << c.chunk
-            << " gate=" << names[(int)c.gate];
-}
-
-// Random inputs in the ranges the layer produces: q, k L2-normalised per head, beta in (0, 1), g <= 0.
-template <class T>
-struct Inputs {
-  std::vector<T> q, k, v, beta, g, dout;
-  const T* gp() const { return g.empty() ? nullptr : g.data(); }
-};
-
-template <class T>
-void l2_normalise_rows(std::vector<T>& x, int D) {
-  for (size_t r = 0; r < x.size() / D; r++) {
-    double s = 0;
-    for (int i = 0; i < D; i++) s += double(x[r * D + i]) * double(x[r * D + i]);
-    const double inv = 1.0 / std::sqrt(s + 1e-6);
-    for (int i = 0; i < D; i++) x[r * D + i] = T(double(x[r * D + i]) * inv);
-  }
-}
-
-template <class T>
-Inputs<T> make_inputs(int B, int Tn, int H, int K, int V, Gate gate, unsigned seed) {
-  const size_t nt = (size_t)B * Tn * H;
-  Inputs<T> in;
-  in.q = random_vector<T>(nt * K, seed + 1);
-  in.k = random_vector<T>(nt * K, seed + 2);
-  l2_normalise_rows(in.q, K);
-  l2_normalise_rows(in.k, K);
-  in.v = random_vector<T>(nt * V, seed + 3);
-  in.beta = random_vector<T>(nt, seed + 4, 0.05, 0.95);
-  if (gate == Gate::kMild) in.g = random_vector<T>(nt, seed + 5, -1.0, -0.005);
-  if (gate == Gate::kStrong) in.g = random_vector<T>(nt, seed + 5, -32.0, -28.0);
-  in.dout = random_vector<T>(nt * V, seed + 6);
-  return in;
-}
+using test::DeltaCase;
+using test::DeltaInputs;
+using test::Gate;
+using test::make_delta_inputs;
 
 template <class T>
 struct Grads {
@@ -79,7 +40,7 @@ struct Grads {
 };
 
 template <class T>
-Grads<T> run_naive(const Inputs<T>& in, int B, int Tn, int H, int K, int V) {
+Grads<T> run_naive(const DeltaInputs<T>& in, int B, int Tn, int H, int K, int V) {
   Grads<T> r((size_t)B * Tn * H, K, V, in.gp() != nullptr);
   const T scale = T(1.0 / std::sqrt(double(K)));
   delta_rule_forward_naive(r.o.data(), in.q.data(), in.k.data(), in.v.data(), in.beta.data(), in.gp(), B, Tn, H, K, V,
@@ -90,7 +51,7 @@ Grads<T> run_naive(const Inputs<T>& in, int B, int Tn, int H, int K, int V) {
 }
 
 template <class T>
-Grads<T> run_chunked(const Inputs<T>& in, int B, int Tn, int H, int K, int V, int chunk) {
+Grads<T> run_chunked(const DeltaInputs<T>& in, int B, int Tn, int H, int K, int V, int chunk) {
   Grads<T> r((size_t)B * Tn * H, K, V, in.gp() != nullptr);
   const T scale = T(1.0 / std::sqrt(double(K)));
   std::vector<T> states(delta_rule_states_size(B, Tn, H, K, V, chunk), T(7));
@@ -104,7 +65,7 @@ Grads<T> run_chunked(const Inputs<T>& in, int B, int Tn, int H, int K, int V, in
 
 // The GPU kernels' algorithm on the host; scratch poisoned with NaN (a kernel reading what none wrote shows).
 template <class T>
-Grads<T> run_elements(const Inputs<T>& in, int B, int Tn, int H, int K, int V, int chunk,
+Grads<T> run_elements(const DeltaInputs<T>& in, int B, int Tn, int H, int K, int V, int chunk,
                       std::vector<T>* states_out = nullptr) {
   Grads<T> r((size_t)B * Tn * H, K, V, in.gp() != nullptr);
   const T scale = T(1.0 / std::sqrt(double(K)));
@@ -145,7 +106,7 @@ class OpsDeltaRuleChunkedVsNaive : public ::testing::TestWithParam<DeltaCase> {}
 
 TEST_P(OpsDeltaRuleChunkedVsNaive, MatchesInFloat) {
   const auto p = GetParam();
-  auto in = make_inputs<float>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 100);
+  auto in = make_delta_inputs<float>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 100);
   auto want = run_naive(in, p.B, p.Tn, p.H, p.K, p.V);
   auto got = run_chunked(in, p.B, p.Tn, p.H, p.K, p.V, p.chunk);
   // fp32 accumulation against a double reference; values are O(1). The worst cases sit near a tenth of this.
@@ -154,7 +115,7 @@ TEST_P(OpsDeltaRuleChunkedVsNaive, MatchesInFloat) {
 
 TEST_P(OpsDeltaRuleChunkedVsNaive, MatchesInDouble) {
   const auto p = GetParam();
-  auto in = make_inputs<double>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 200);
+  auto in = make_delta_inputs<double>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 200);
   auto want = run_naive(in, p.B, p.Tn, p.H, p.K, p.V);
   auto got = run_chunked(in, p.B, p.Tn, p.H, p.K, p.V, p.chunk);
   expect_close(got, want, 1e-10, 1e-12, "double");
@@ -162,10 +123,10 @@ TEST_P(OpsDeltaRuleChunkedVsNaive, MatchesInDouble) {
 
 TEST_P(OpsDeltaRuleChunkedVsNaive, ElementKernelsMatchInFloatAndDouble) {
   const auto p = GetParam();
-  auto in = make_inputs<float>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 100);
+  auto in = make_delta_inputs<float>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 100);
   expect_close(run_elements(in, p.B, p.Tn, p.H, p.K, p.V, p.chunk), run_naive(in, p.B, p.Tn, p.H, p.K, p.V), 1e-4,
                1e-5, "elements float");
-  auto ind = make_inputs<double>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 200);
+  auto ind = make_delta_inputs<double>(p.B, p.Tn, p.H, p.K, p.V, p.gate, 200);
   std::vector<double> states;
   expect_close(run_elements(ind, p.B, p.Tn, p.H, p.K, p.V, p.chunk, &states), run_naive(ind, p.B, p.Tn, p.H, p.K, p.V),
                1e-10, 1e-12, "elements double");
@@ -202,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(OpsDeltaRule, ChunkedMatchesNaiveLongSequence) {
   const int B = 1, Tn = 512, H = 4, K = 64, V = 64;
   for (Gate gate : {Gate::kMild, Gate::kNone}) {
-    auto in = make_inputs<float>(B, Tn, H, K, V, gate, 300);
+    auto in = make_delta_inputs<float>(B, Tn, H, K, V, gate, 300);
     auto want = run_naive(in, B, Tn, H, K, V);
     auto got = run_chunked(in, B, Tn, H, K, V, 64);
     expect_close(got, want, 1e-4, 1e-5, gate == Gate::kNone ? "deltanet" : "gdn");
@@ -213,7 +174,7 @@ TEST(OpsDeltaRule, ChunkedMatchesNaiveLongSequence) {
 // limit). Pins the strong-decay case to an independent value, not just to naive.
 TEST(OpsDeltaRule, StrongDecayForgetsThePast) {
   const int B = 1, Tn = 40, H = 2, K = 8, V = 8;
-  auto in = make_inputs<float>(B, Tn, H, K, V, Gate::kStrong, 400);
+  auto in = make_delta_inputs<float>(B, Tn, H, K, V, Gate::kStrong, 400);
   for (auto& x : in.g) x = -200.f;
   auto got = run_chunked(in, B, Tn, H, K, V, 16);
   const float scale = 1.f / std::sqrt(float(K));
@@ -232,7 +193,7 @@ TEST(OpsDeltaRule, StrongDecayForgetsThePast) {
 TEST(OpsDeltaRule, StepMatchesNaiveForward) {
   const int B = 2, Tn = 23, H = 3, K = 8, V = 12;
   for (Gate gate : {Gate::kMild, Gate::kNone}) {
-    auto in = make_inputs<double>(B, Tn, H, K, V, gate, 500);
+    auto in = make_delta_inputs<double>(B, Tn, H, K, V, gate, 500);
     const double scale = 1.0 / std::sqrt(double(K));
     const size_t nt = (size_t)B * Tn * H;
     std::vector<double> want(nt * V), got(nt * V, 7.0);
@@ -252,7 +213,7 @@ TEST(OpsDeltaRule, StepMatchesNaiveForward) {
     EXPECT_TRUE(c.ok) << c.message;
   }
   // float state against the double-state naive loop
-  auto in = make_inputs<float>(1, 50, 2, 16, 16, Gate::kMild, 600);
+  auto in = make_delta_inputs<float>(1, 50, 2, 16, 16, Gate::kMild, 600);
   std::vector<float> want(50 * 2 * 16), got(want.size());
   delta_rule_forward_naive(want.data(), in.q.data(), in.k.data(), in.v.data(), in.beta.data(), in.gp(), 1, 50, 2, 16,
                            16, 0.25f);
@@ -268,7 +229,7 @@ TEST(OpsDeltaRule, StepMatchesNaiveForward) {
 
 template <bool Chunked>
 void gradcheck_delta(int B, int Tn, int H, int K, int V, Gate gate, int chunk, size_t max_points) {
-  auto in = make_inputs<double>(B, Tn, H, K, V, gate, 700);
+  auto in = make_delta_inputs<double>(B, Tn, H, K, V, gate, 700);
   // a loss on o only; q and k are nudged off the unit sphere, which the math must not mind
   const size_t nt = (size_t)B * Tn * H;
   const double scale = 1.0 / std::sqrt(double(K));
@@ -330,7 +291,7 @@ TEST(OpsDeltaRule, ChunkedBitIdenticalAcrossThreadCounts) {
   const int saved = omp_get_max_threads();
   const int B = 3, Tn = 77, H = 3, K = 16, V = 24, chunk = 32;
   for (Gate gate : {Gate::kMild, Gate::kNone}) {
-    auto in = make_inputs<float>(B, Tn, H, K, V, gate, 800);
+    auto in = make_delta_inputs<float>(B, Tn, H, K, V, gate, 800);
     omp_set_num_threads(1);
     auto one = run_chunked(in, B, Tn, H, K, V, chunk);
     omp_set_num_threads(2);
@@ -347,7 +308,7 @@ TEST(OpsDeltaRule, ChunkedBitIdenticalAcrossThreadCounts) {
 
 TEST(OpsDeltaRule, ElementKernelsDoNotDependOnThreadCount) {
   const int saved = omp_get_max_threads();
-  auto in = make_inputs<float>(3, 100, 2, 16, 24, Gate::kMild, 700);
+  auto in = make_delta_inputs<float>(3, 100, 2, 16, 24, Gate::kMild, 700);
   omp_set_num_threads(1);
   auto one = run_elements(in, 3, 100, 2, 16, 24, 32);
   omp_set_num_threads(2);

@@ -16,6 +16,7 @@
 #include "engine/ops/gla/chunked.h"
 #include "engine/ops/gla/element_kernels.h"
 #include "engine/ops/gla/naive.h"
+#include "gla_cases.h"
 #include "gradcheck.h"
 
 namespace canonlab {
@@ -26,38 +27,6 @@ using test::random_vector;
 
 // The cases below reach the off-diagonal score blocks (chunk 20 and up) only while sub-chunks are this small.
 static_assert(gla_detail::kSub <= 16, "extend the chunk sizes of the tests to cover the off-diagonal blocks");
-
-enum class Gates {
-  Mild,    // logsigmoid(x)/16, x ~ U(−4, 4): fla's layer at and near init
-  Wide,    // U(−2, 0)
-  Strong,  // −20 ± 1 on even channels, exactly 0 on odd ones: cumulative −1280 over a 64-token chunk
-  Zero,    // no decay at all (plain linear attention)
-};
-
-template <class T>
-std::vector<T> make_gates(size_t n, int K, Gates mode, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  std::vector<T> g(n);
-  for (size_t i = 0; i < n; i++) {
-    const double x = u(gen);
-    switch (mode) {
-      case Gates::Mild:
-        g[i] = T(-std::log1p(std::exp(-(8 * x - 4))) / 16);
-        break;
-      case Gates::Wide:
-        g[i] = T(-2 * x);
-        break;
-      case Gates::Strong:
-        g[i] = (i % K) % 2 == 0 ? T(-19 - 2 * x) : T(0);
-        break;
-      case Gates::Zero:
-        g[i] = T(0);
-        break;
-    }
-  }
-  return g;
-}
 
 double rms(const std::vector<double>& x) {
   double s = 0;
@@ -76,27 +45,10 @@ test::CompareResult close(const std::vector<A>& got, const std::vector<B>& want,
   return compare(got.data(), want.data(), want.size(), tol, tol * rms(to_double(want)));
 }
 
-struct Case {
-  int B, Tn, H, K, V, chunk;
-  Gates gates;
-};
-std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << "B=" << c.B << " T=" << c.Tn << " H=" << c.H << " K=" << c.K << " V=" << c.V << " chunk=" << c.chunk
-            << " gates=" << int(c.gates);
-}
-
+using Case = test::GlaCase;
+using test::Gates;
 template <class T>
-struct Inputs {
-  std::vector<T> q, k, v, g, dout;
-  Inputs(const Case& p, unsigned seed) {
-    const size_t nk = (size_t)p.B * p.Tn * p.H * p.K, nv = (size_t)p.B * p.Tn * p.H * p.V;
-    q = random_vector<T>(nk, seed + 1);
-    k = random_vector<T>(nk, seed + 2);
-    v = random_vector<T>(nv, seed + 3);
-    g = make_gates<T>(nk, p.K, p.gates, seed + 4);
-    dout = random_vector<T>(nv, seed + 5);
-  }
-};
+using Inputs = test::GlaInputs<T>;
 
 template <class T>
 struct Outputs {

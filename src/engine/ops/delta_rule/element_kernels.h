@@ -237,23 +237,31 @@ struct TransitionInput {
   }
 };
 
-// states[0][:, c] = 0, states[n + 1][:, c] = M_n states[n][:, c] + Delta_n[:, c].   One element per (b, h, c).
+// One state column carried through the chunks by their transitions M_n (K × K; chunk n's maps states[n] to
+// states[n + 1]). forward: states[0][:, c] = 0, states[n + 1][:, c] = M_n states[n][:, c] + Delta_n[:, c];
+// backward: dstate[last][:, c] = 0, dstate[n − 1][:, c] = M_nᵀ dstate[n][:, c] + E_n[:, c].   One element per
+// (b, h, c).
 template <class T>
 struct StatePassing {
   DeltaView<T> v;
+  bool forward;
   CANONLAB_HD void operator()(size_t idx) const {
     const int col = int(idx % v.V), h = int(idx / v.V % v.H), b = int(idx / v.V / v.H);
-    T* S0 = v.states + v.sti(b, h, 0) + col;
-    for (int a = 0; a < v.K; a++) S0[(size_t)a * v.V] = T(0);
-    for (int c = 0; c + 1 < v.nch; c++) {
-      const T* S = v.states + v.sti(b, h, c) + col;
-      T* Sn = v.states + v.sti(b, h, c + 1) + col;
-      const T* M = v.M + v.kk(b, h, c);
-      const T* D = v.Delta + v.sti(b, h, c) + col;
+    T* out = (forward ? v.states : v.dstate) + v.sti(b, h, 0) + col;  // chunk n's entries K·V further
+    const T* in = (forward ? v.Delta : v.E) + v.sti(b, h, 0) + col;
+    const T* M0 = v.M + v.kk(b, h, 0);
+    const size_t KV = (size_t)v.K * v.V, KK = (size_t)v.K * v.K;
+    const int first = forward ? 0 : v.nch - 1;
+    for (int a = 0; a < v.K; a++) out[first * KV + (size_t)a * v.V] = T(0);
+    for (int step = 0; step + 1 < v.nch; step++) {
+      const int n = forward ? step : v.nch - 1 - step, to = forward ? n + 1 : n - 1;
+      const T* src = out + n * KV;
+      const T* M = M0 + n * KK;
       for (int a = 0; a < v.K; a++) {
         T acc = T(0);
-        for (int a2 = 0; a2 < v.K; a2++) acc += M[(size_t)a * v.K + a2] * S[(size_t)a2 * v.V];
-        Sn[(size_t)a * v.V] = acc + D[(size_t)a * v.V];
+        for (int a2 = 0; a2 < v.K; a2++)
+          acc += (forward ? M[(size_t)a * v.K + a2] : M[(size_t)a2 * v.K + a]) * src[(size_t)a2 * v.V];
+        out[to * KV + (size_t)a * v.V] = acc + in[n * KV + (size_t)a * v.V];
       }
     }
   }
@@ -354,29 +362,6 @@ struct LocalStateGrad {
       }
     }
     v.E[idx] = acc;
-  }
-};
-
-// dstate[last][:, c] = 0; dstate[n − 1][:, c] = M_nᵀ dstate[n][:, c] + E_n[:, c], M_n chunk n's transition (from
-// states[n] to states[n + 1]).   One element per (b, h, c).
-template <class T>
-struct StatePassingGrad {
-  DeltaView<T> v;
-  CANONLAB_HD void operator()(size_t idx) const {
-    const int col = int(idx % v.V), h = int(idx / v.V % v.H), b = int(idx / v.V / v.H);
-    T* last = v.dstate + v.sti(b, h, v.nch - 1) + col;
-    for (int a = 0; a < v.K; a++) last[(size_t)a * v.V] = T(0);
-    for (int c = v.nch - 1; c > 0; c--) {
-      const T* dS = v.dstate + v.sti(b, h, c) + col;
-      T* dSp = v.dstate + v.sti(b, h, c - 1) + col;
-      const T* M = v.M + v.kk(b, h, c);
-      const T* E = v.E + v.sti(b, h, c) + col;
-      for (int a = 0; a < v.K; a++) {
-        T acc = T(0);
-        for (int a2 = 0; a2 < v.K; a2++) acc += M[(size_t)a2 * v.K + a] * dS[(size_t)a2 * v.V];
-        dSp[(size_t)a * v.V] = acc + E[(size_t)a * v.V];
-      }
-    }
   }
 };
 
@@ -752,7 +737,7 @@ void delta_rule_forward_elements(const Launch& launch, void* scratch, T* o, T* s
   const size_t bhc = (size_t)Bn * H * w.nch;
   chunk_pieces(launch, w);
   launch(bhc * K * V, TransitionInput<T>{w});
-  launch((size_t)Bn * H * V, StatePassing<T>{w});
+  launch((size_t)Bn * H * V, StatePassing<T>{w, true});
   launch(bhc * w.Lc * V, Updates<T>{w});
   launch((size_t)Bn * Tn * H * V, Output<T>{w});
 }
@@ -775,7 +760,7 @@ void delta_rule_backward_elements(const Launch& launch, void* scratch, T* dq, T*
   launch(bhc * Lc * Lc, OutputScoreGrad<T>{w});
   launch(bhc * Lc * V, OutputUpdateGrad<T>{w});
   launch(bhc * K * V, LocalStateGrad<T>{w});
-  launch(bh * V, StatePassingGrad<T>{w});
+  launch(bh * V, StatePassing<T>{w, false});
   launch(bhc * Lc * V, UpdateGrad<T>{w});
   launch(bhc * Lc * V, SolveGrad<T>{w});
   launch(bhc * Lc * Lc, CouplingGrad<T>{w});

@@ -115,15 +115,19 @@ struct ChunkDecay {
   CANONLAB_HD T operator()(int c) const { return gla_decay_factor(v.G[v.ik(b, v.last(c), h) + a]); }
 };
 
-// states[c] = diag(e^{G_L of chunk c−1}) states[c−1] + local[c−1], states[0] = 0.   One element per (b, h, a, d).
+// forward: states[c] = diag(e^{G_L of chunk c−1}) states[c−1] + local[c−1], states[0] = 0;
+// backward: dstate[c] = ∂loss/∂(state after chunk c), 0 after the last chunk, dstate[c−1] = diag(e^{G_L of c})
+// dstate[c] + dlocal[c].   One element per (b, h, a, d).
 template <class T>
 struct StatePassing {
   GlaView<T> v;
+  bool forward;
   CANONLAB_HD void operator()(size_t idx) const {
     const size_t KV = (size_t)v.K * v.V, ad = idx % KV;
     const int a = int(ad / v.V), h = int(idx / KV % v.H), b = int(idx / KV / v.H);
-    pass_through_chunks(v.states + v.sti(b, h, 0) + ad, v.local + v.sti(b, h, 0) + ad, KV, v.nch, true,
-                        ChunkDecay<T>{v, b, h, a});
+    const size_t at = v.sti(b, h, 0) + ad;
+    pass_through_chunks(forward ? v.states + at : v.dstate + at, forward ? v.local + at : v.dlocal + at, KV, v.nch,
+                        forward, ChunkDecay<T>{v, b, h, a});
   }
 };
 
@@ -163,19 +167,6 @@ struct LocalStateGrad {
         acc += (v.q[v.ik(b, t, h) + a] * gla_decay_factor(v.G[v.ik(b, t, h) + a])) * (v.scale * v.dout[v.iv(b, t, h) + d]);
     }
     v.dlocal[idx] = acc;
-  }
-};
-
-// dstate[c] = ∂loss/∂(state after chunk c): 0 after the last chunk, dstate[c−1] = diag(e^{G_L of c}) dstate[c] +
-// dlocal[c].   One element per (b, h, a, d).
-template <class T>
-struct StatePassingGrad {
-  GlaView<T> v;
-  CANONLAB_HD void operator()(size_t idx) const {
-    const size_t KV = (size_t)v.K * v.V, ad = idx % KV;
-    const int a = int(ad / v.V), h = int(idx / KV % v.H), b = int(idx / KV / v.H);
-    pass_through_chunks(v.dstate + v.sti(b, h, 0) + ad, v.dlocal + v.sti(b, h, 0) + ad, KV, v.nch, false,
-                        ChunkDecay<T>{v, b, h, a});
   }
 };
 
@@ -408,7 +399,7 @@ void gla_forward_elements(const Launch& launch, void* scratch, T* o, T* states, 
   launch(bh * w.nch * K, Cumsum<T>{w});
   launch(mats, Scores<T>{w});
   launch(bh * w.nch * KV, LocalState<T>{w});
-  launch(bh * KV, StatePassing<T>{w});
+  launch(bh * KV, StatePassing<T>{w, true});
   launch((size_t)Bn * Tn * H * V, Output<T>{w});
 }
 
@@ -428,7 +419,7 @@ void gla_backward_elements(const Launch& launch, void* scratch, T* dq, T* dk, T*
   launch(bh * w.nch * K, Cumsum<T>{w});
   launch(mats, Scores<T>{w});
   launch(bh * w.nch * KV, LocalStateGrad<T>{w});
-  launch(bh * KV, StatePassingGrad<T>{w});
+  launch(bh * KV, StatePassing<T>{w, false});
   launch(mats, ScoreGrad<T>{w});
   launch(keys, QueryGrad<T>{w});
   launch(keys, KeyGrad<T>{w});

@@ -124,15 +124,19 @@ struct ChunkDecay {
   CANONLAB_HD T operator()(int k) const { return ssd_decay_factor(T(v.cs[v.csi(b, h, v.last(k))])); }
 };
 
-// states[k] = exp(cs_last of chunk k−1) states[k−1] + local[k−1], states[0] = 0.   One element per (b, h, p, n).
+// forward: states[k] = exp(cs_last of chunk k−1) states[k−1] + local[k−1], states[0] = 0;
+// backward: dstate[k] = ∂loss/∂(state after chunk k), 0 after the last chunk, dstate[k−1] = exp(cs_last of k)
+// dstate[k] + dlocal[k].   One element per (b, h, p, n).
 template <class T>
 struct StatePassing {
   SsdView<T> v;
+  bool forward;
   CANONLAB_HD void operator()(size_t i) const {
-    const size_t PN = (size_t)v.P * v.N, pn = i % PN;
+    const size_t PN = (size_t)v.P * v.N;
     const int h = int(i / PN % v.H), b = int(i / PN / v.H);
-    pass_through_chunks(v.states + v.sti(b, h, 0) + pn, v.local + v.sti(b, h, 0) + pn, PN, v.nch, true,
-                        ChunkDecay<T>{v, b, h});
+    const size_t at = v.sti(b, h, 0) + i % PN;
+    pass_through_chunks(forward ? v.states + at : v.dstate + at, forward ? v.local + at : v.dlocal + at, PN, v.nch,
+                        forward, ChunkDecay<T>{v, b, h});
   }
 };
 
@@ -177,19 +181,6 @@ struct LocalStateGrad {
       }
     }
     v.dlocal[i] = acc;
-  }
-};
-
-// dstate[k] = ∂loss/∂(state after chunk k): 0 after the last chunk, dstate[k−1] = exp(cs_last of k) dstate[k] +
-// dlocal[k].   One element per (b, h, p, n).
-template <class T>
-struct StatePassingGrad {
-  SsdView<T> v;
-  CANONLAB_HD void operator()(size_t i) const {
-    const size_t PN = (size_t)v.P * v.N, pn = i % PN;
-    const int h = int(i / PN % v.H), b = int(i / PN / v.H);
-    pass_through_chunks(v.dstate + v.sti(b, h, 0) + pn, v.dlocal + v.sti(b, h, 0) + pn, PN, v.nch, false,
-                        ChunkDecay<T>{v, b, h});
   }
 };
 
@@ -546,7 +537,7 @@ void ssd_forward_elements(const Launch& launch, void* scratch, T* y, T* states, 
   launch(bh * v.nch, Cumsum<T>{v});
   launch((size_t)Bn * G * chunk_mat, Gram<T>{v});
   launch(bh * v.nch * PN, LocalState<T>{v});
-  launch(bh * PN, StatePassing<T>{v});
+  launch(bh * PN, StatePassing<T>{v, true});
   launch((size_t)Bn * Tn * H * P, Output<T>{v});
 }
 
@@ -571,7 +562,7 @@ void ssd_backward_elements(const Launch& launch, void* scratch, T* dx, T* ddt, T
   launch(bh * v.nch, Cumsum<T>{v});
   launch((size_t)Bn * G * chunk_mat, Gram<T>{v});
   launch(bh * v.nch * PN, LocalStateGrad<T>{v});
-  launch(bh * PN, StatePassingGrad<T>{v});
+  launch(bh * PN, StatePassing<T>{v, false});
   launch(bh * chunk_mat, ScoreGrad<T>{v});
   launch((size_t)Bn * G * chunk_mat, GramGrad<T>{v});
   launch((size_t)Bn * Tn * H * P, InputGrad<T>{v});
