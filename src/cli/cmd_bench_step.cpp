@@ -38,14 +38,19 @@ int run_bench_step(const BenchStepArgs& a) {
   ActivationTrace<float> trace;
   AdamWState opt;
   const DeviceBuffer<uint8_t> decay = device_decay_mask(params, cfg.train.decay_on);
+  SingleProcess single;
+  TrainStep step(*model, arena, trace, opt, decay, cfg.train, single, BatchSplit{1, 0, 1, B}, T);
+  const double weight = loss_mask_weight(batch);
   std::vector<double> ms;
   for (int s = 0; s < a.warmup + a.steps; s++) {
     auto t0 = std::chrono::steady_clock::now();
-    forward_backward(*model, arena, trace, batch, s);
-    apply_update(*model, opt, decay, cfg.train, cfg.train.lr, s);
+    step.enqueue(std::span<const Batch>(&batch, 1), weight, s, cfg.train.lr);
+    model->backend().synchronize();  // each step timed to its end (on a GPU the host would otherwise run ahead)
     auto t1 = std::chrono::steady_clock::now();
     if (s >= a.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
+  const TrainStep::Scalars last = step.read();
+  if (last.halted_at >= 0) step.report_halt(last, std::span<const Batch>(&batch, 1), weight, last.halted_at == a.warmup + a.steps - 1);
   std::sort(ms.begin(), ms.end());
   const double median = ms.empty() ? 0 : ms[ms.size() / 2];
   nlohmann::json j = {{"ms_per_step", median},

@@ -308,11 +308,15 @@ int run_debug_dump(const DebugDumpArgs& a) {
   } else {
     AdamWState opt;
     const DeviceBuffer<uint8_t> decay = device_decay_mask(params, cfg.train.decay_on);
+    SingleProcess single;
+    TrainStep step(*model, arena, trace, opt, decay, cfg.train, single, BatchSplit{1, 0, 1, B}, T);
+    const double weight = loss_mask_weight(batch);
     nlohmann::json losses = nlohmann::json::array();
     for (int s = 0; s < kTrajectorySteps; s++) {
-      const ForwardBackwardResult fb = forward_backward(*model, arena, trace, batch, s);
-      losses.push_back(fb.loss);
-      apply_update(*model, opt, decay, cfg.train, learning_rate(cfg.train, s), s);
+      step.enqueue(std::span<const Batch>(&batch, 1), weight, s, learning_rate(cfg.train, s));
+      const TrainStep::Scalars scalars = step.read();
+      if (scalars.halted_at >= 0) step.report_halt(scalars, std::span<const Batch>(&batch, 1), weight, true);
+      losses.push_back(scalars.loss());
     }
     std::ofstream(trajectory_path) << nlohmann::json{{"losses", losses}}.dump(2) << "\n";
   }

@@ -298,6 +298,9 @@ std::vector<KeySpec> build_table() {
                    "(E1-Bk0 step 1.28–1.37× fp32 on a Zen 4, BENCHMARKS.md); elsewhere emulated and no faster, which "
                    "`train` says once at its start")
           .one_of({"fp32", "bf16"}));
+  add(CANONLAB_KEY(train.cuda_graph,
+                   "cuda: capture the training step as one CUDA graph and replay it (after a few eager steps; the same "
+                   "bits as eager launches, docs/gpu.md#the-step-as-one-graph); false launches every kernel each step"));
   add(CANONLAB_KEY(train.log_every, "steps between log lines").at_least(1).at_most(kMaxSteps));
   add(CANONLAB_KEY(train.eval_every, "steps between evaluations; 0 = only at the end").at_least(0).at_most(kMaxSteps));
   add(CANONLAB_KEY(train.eval_batches, "fixed held-out batches of batch_size sequences")

@@ -44,10 +44,10 @@ nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std
     const int* targets = ctx.upload(std::span<const int>(b.targets));
     const float* mask = ctx.upload(std::span<const float>(b.loss_mask));
     const float* logits = model.forward(ctx, tokens, b.B, b.T);
-    LossResult<float> r = masked_cross_entropy(ctx, logits, targets, mask, N, V, false);
+    const double batch_loss = masked_cross_entropy_value(ctx, logits, targets, mask, N, V);
     double lw = 0;
     for (float m : b.loss_mask) lw += m;
-    loss_sum += r.loss * lw;
+    loss_sum += batch_loss * lw;
     loss_weight += lw;
     // Scoring reads the logits on the host (a download where the device is not the CPU).
     const float* scored = host_view(arena.memory(), logits, size_t(N) * V, host_logits).data();

@@ -13,7 +13,7 @@ std::unique_ptr<LanguageModel<T>> build_model(const ModelConfig& cfg, uint64_t s
 }
 
 std::unique_ptr<LanguageModel<float>> build_model(const RunConfig& cfg) {
-  return build_model<float>(cfg.model, cfg.train.seed, make_backend(cfg.train.device, cfg.train.precision));
+  return build_model<float>(cfg.model, cfg.train.seed, make_backend(cfg.train));
 }
 
 template std::unique_ptr<LanguageModel<float>> build_model<float>(const ModelConfig&, uint64_t,

@@ -93,7 +93,7 @@ class DecoderModel final : public LanguageModel<T> {
     tokens_ = tokens;
     acts_.assign(m_.blocks.size() + 1, nullptr);
     acts_[0] = ctx.arena.template alloc<T>(n);
-    be.embedding_forward(acts_[0], tokens, m_.tok_emb.value(), N, C);
+    be.embedding_forward(acts_[0], tokens, m_.tok_emb.value(), N, C, V);
     if (m_.pos_emb.store) be.add_positions(acts_[0], m_.pos_emb.value(), B, Tn, C);
     ctx.record(embedding_name_, acts_[0], n);
     if (ctx.on_hidden_state) ctx.on_hidden_state(0, acts_[0], B, Tn, C);
@@ -142,7 +142,7 @@ class DecoderModel final : public LanguageModel<T> {
       }
       std::swap(dx, dprev);
     }
-    be.embedding_backward(m_.tok_emb.grad(), dx, tokens_, N, C);
+    be.embedding_backward(m_.tok_emb.grad(), dx, tokens_, N, C, V);
     if (m_.pos_emb.store) be.add_positions_backward(m_.pos_emb.grad(), dx, B, Tn, C);
   }
 

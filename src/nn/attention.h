@@ -107,7 +107,9 @@ class Attention final : public SequenceMixer<T> {
       be.sign_forward_rows(qkv_score_, C3, qkv_pos_, C3, N, 2 * C_);                  // q | k
       be.copy_rows(qkv_score_ + 2 * C_, C3, qkv_pos_ + 2 * C_, C3, N, C_);             // v unchanged
     }
-    slopes_dev_ = slopes_.empty() ? nullptr : ctx.upload(std::span<const T>(slopes_));
+    // The slopes in device memory of their own, uploaded by the first forward pass (never inside a captured step:
+    // a step's first run is eager), so a step reads them without a copy from the host.
+    if (!slopes_.empty() && slopes_dev_.empty()) slopes_dev_ = DeviceBuffer<T>(ctx.arena.memory(), slopes_);
     attn_out_ = ctx.arena.template alloc<T>(size_t(N) * C_);
     const size_t n_state = be.attention_state_size(B, Tn, H_);
     state_ = ctx.arena.template alloc<T>(n_state);
@@ -117,7 +119,7 @@ class Attention final : public SequenceMixer<T> {
     T* probs = ctx.on_attention_probs ? ctx.arena.template alloc<T>(n_probs) : nullptr;
     const Arena::Mark before_scratch = ctx.arena.mark();
     T* scratch = ctx.arena.template alloc<T>(be.attention_scratch_size(Tn));
-    be.attention_forward(attn_out_, state_, probs, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3, slopes_dev_,
+    be.attention_forward(attn_out_, state_, probs, qkv_score_, qkv_score_ + C_, qkv_score_ + 2 * C_, C3, slopes(),
                          window_, B, Tn, H_, D_, scale(), scratch);
     ctx.arena.release(before_scratch);
     if (probs) {
@@ -130,7 +132,8 @@ class Attention final : public SequenceMixer<T> {
   }
 
   void needs(std::vector<OpNeed>& out) const override {
-    out.push_back({OpGroup::attention, name_ + " " + std::string("(model.family / model.layer_pattern)")});
+    out.push_back({OpGroup::attention, name_ + " (model.family / model.layer_pattern)", D_,
+                   "head dimension (model.d_model / model.n_heads)"});
     if (canon_b_) canon_b_->needs(out);
   }
 
@@ -141,8 +144,8 @@ class Attention final : public SequenceMixer<T> {
     o_proj_->backward(be, dattn, C_, dy, C_, attn_out_, C_, N);
     T* dqkv = ctx.arena.template alloc<T>(size_t(N) * C3);
     T* scratch = ctx.arena.template alloc<T>(be.attention_scratch_size(Tn));
-    be.attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, state_, qkv_score_, qkv_score_ + C_,
-                          qkv_score_ + 2 * C_, C3, slopes_dev_, window_, B, Tn, H_, D_, scale(), scratch);
+    be.attention_backward(dqkv, dqkv + C_, dqkv + 2 * C_, C3, dattn, attn_out_, state_, qkv_score_, qkv_score_ + C_,
+                          qkv_score_ + 2 * C_, C3, slopes(), window_, B, Tn, H_, D_, scale(), scratch);
     if (sign_ste_) be.sign_ste_backward_rows(dqkv, C3, dqkv, C3, qkv_pos_, C3, N, 2 * C_, ste_clipped_);
     if (rope_) {
       be.rope_backward(dqkv, C3, B, Tn, H_, D_, rope_dim_, rope_base_);
@@ -246,6 +249,7 @@ class Attention final : public SequenceMixer<T> {
 
  private:
   T scale() const { return T(1.0 / std::sqrt(double(D_))); }
+  const T* slopes() const { return slopes_dev_.empty() ? nullptr : slopes_dev_.data(); }
   // Without a key shift q, k and v read the same input: one GEMM against the contiguous (3C, C) weights.
   bool fused_qkv() const {
     return key_shift_ == 0 && q_proj_->followed_in_memory_by(*k_proj_) && k_proj_->followed_in_memory_by(*v_proj_);
@@ -271,7 +275,7 @@ class Attention final : public SequenceMixer<T> {
   T* qkv_score_ = nullptr;
   T* attn_out_ = nullptr;
   T* state_ = nullptr;             // the softmax state attention_backward reads (Backend::attention_state_size)
-  const T* slopes_dev_ = nullptr;  // ALiBi slopes in the step's arena, or null
+  DeviceBuffer<T> slopes_dev_;     // ALiBi slopes in the backend's memory (empty without ALiBi)
 };
 
 }  // namespace canonlab

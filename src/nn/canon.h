@@ -28,7 +28,7 @@ class CanonLayer {
  public:
   // What this layer needs from the backend (engine/backend/capabilities.h).
   void needs(std::vector<OpNeed>& out) const {
-    out.push_back({OpGroup::canon, name_ + " (model.canon.set)"});
+    out.push_back({OpGroup::canon, name_ + " (model.canon.set)", kernel_, "kernel size (model.canon.kernel_size)"});
     if (dynamic_) out.push_back({OpGroup::dynamic_canon, name_ + " (model.canon.dynamic)"});
   }
 

@@ -2,7 +2,8 @@
 // AdamW with decoupled weight decay (PyTorch semantics), over the model's flat parameter buffer, plus
 // global-norm gradient clipping. Which parameter groups are decayed is a config choice (train.decay_on). The
 // moments and the decay mask live on the run's device beside the parameters; the kernels are the backend's
-// (engine/ops/adamw/adamw.h), the per-step scalars are computed here.
+// (engine/ops/adamw/adamw.h, clip_coefficient there), the per-step scalars are computed here and the step itself is
+// train/step.h's.
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -37,18 +38,6 @@ DeviceBuffer<uint8_t> device_decay_mask(const ParameterStore<T>& store, const st
   return DeviceBuffer<uint8_t>(store.memory(), mask);
 }
 
-// The factor clipping multiplies gradients by (torch.nn.utils.clip_grad_norm_ semantics); 1 = no clipping.
-inline double clip_coefficient(double norm, double max_norm) {
-  return max_norm <= 0 ? 1.0 : std::min(1.0, max_norm / (norm + 1e-6));
-}
-
-// Scales gradients so their global norm is at most max_norm.
-template <class T>
-void clip_grad_norm(Backend<T>& backend, std::span<T> grads, double norm, double max_norm) {
-  const double coef = clip_coefficient(norm, max_norm);
-  if (coef < 1.0) backend.scale(grads.data(), grads.size(), coef);
-}
-
 // The per-step scalars of update t (1-based) at learning rate lr.
 inline AdamWCoefficients adamw_coefficients(const TrainConfig& c, int64_t t, double lr) {
   const double bc1 = 1.0 - std::pow(c.beta1, double(t));
@@ -60,18 +49,13 @@ inline AdamWCoefficients adamw_coefficients(const TrainConfig& c, int64_t t, dou
   return k;
 }
 
-template <class T>
-void adamw_step(Backend<T>& backend, std::span<T> params, std::span<const T> grads, AdamWState& st,
-                const DeviceBuffer<uint8_t>& decay, const TrainConfig& c, double lr) {
-  if (st.m.empty()) {
-    st.m = DeviceBuffer<float>(backend.memory(), params.size());
-    st.v = DeviceBuffer<float>(backend.memory(), params.size());
-    st.m.fill_zero();
-    st.v.fill_zero();
-  }
-  st.t += 1;
-  const AdamWCoefficients k = adamw_coefficients(c, st.t, lr);
-  backend.adamw_update(params.data(), grads.data(), st.m.data(), st.v.data(), decay.data(), params.size(), k);
+// The moments, zero, on the parameters' device, when the state has none yet (a fresh run).
+inline void ensure_moments(AdamWState& st, DeviceMemory& memory, size_t n) {
+  if (!st.m.empty()) return;
+  st.m = DeviceBuffer<float>(memory, n);
+  st.v = DeviceBuffer<float>(memory, n);
+  st.m.fill_zero();
+  st.v.fill_zero();
 }
 
 }  // namespace canonlab

@@ -1,10 +1,18 @@
 #pragma once
-// One training step, shared by the trainer, `debug-dump` and `bench-step`:
-//   forward_backward: upload the batch -> zero grads -> forward -> masked loss -> (non-finite check) -> backward
-//   apply_update:     global grad norm -> (non-finite check) -> clip -> AdamW
-// Everything runs on the model's backend; only the loss and the gradient norm come back to the host.
-#include <cmath>
+// One training step, shared by the trainer, `debug-dump` and `bench-step`. The host writes the step's inputs (its
+// micro-batches, the loss denominator, AdamW's coefficients, the step number) into one device block; the step itself
+// is enqueued on the model's backend as one unit (Backend::run_step: on a GPU, one captured graph):
+//   per micro-batch: zero grads -> forward -> masked loss -> backward (gradients folded in order, train/step.h)
+//   -> the ranks' sum -> Σ g² -> the step guard -> clip -> AdamW
+// and leaves its scalars in device memory: each micro-batch's loss, Σ g² and the step the guard stopped at. The host
+// reads them when it needs them (TrainStep::read): every step where that costs nothing (host memory), on a GPU once
+// per logged step. A step whose loss or gradient norm is not finite updates nothing, nor does any step after it, so
+// the run's parameters stay those of the step that went wrong; report_halt() re-runs that step to name the first
+// non-finite parameter, module output or gradient.
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "data/task.h"
 #include "engine/comm/communicator.h"
@@ -14,55 +22,6 @@
 
 namespace canonlab {
 
-struct ForwardBackwardResult {
-  double loss = 0;
-  const float* logits = nullptr;  // (B, T, V) in the arena (device memory), valid until the arena is reset
-};
-
-namespace step_detail {
-inline std::string first_non_finite_output(Backend<float>& backend, const ActivationTrace<float>& trace) {
-  for (const auto& e : trace.entries)
-    if (backend.first_non_finite(e.data, e.count) < e.count) return *e.module;
-  return "";
-}
-inline std::string first_non_finite(Backend<float>& backend, std::span<const float> values,
-                                    const ParameterStore<float>& params) {
-  for (const ParamInfo& p : params.infos())
-    if (backend.first_non_finite(values.data() + p.offset, p.numel) < p.numel) return p.name;
-  return "";
-}
-}  // namespace step_detail
-
-// Resets the arena, uploads `batch`, computes its loss and accumulates fresh gradients. A non-finite loss stops
-// with the step and the first non-finite parameter or module output (in forward order). loss_denominator > 0 is
-// the mask sum of the whole global batch when `batch` is one micro-batch of it (0: the batch's own).
-inline ForwardBackwardResult forward_backward(LanguageModel<float>& model, Arena& arena, ActivationTrace<float>& trace,
-                                              const Batch& batch, int step, double loss_denominator = 0) {
-  arena.reset();
-  trace.entries.clear();
-  Backend<float>& backend = model.backend();
-  StepContext<float> ctx{arena, backend};
-  ctx.trace = &trace;
-  ParameterStore<float>& params = model.params();
-  params.zero_grad();
-  const int N = batch.B * batch.T;
-  const int* tokens = ctx.upload(std::span<const int>(batch.tokens));
-  const int* targets = ctx.upload(std::span<const int>(batch.targets));
-  const float* mask = ctx.upload(std::span<const float>(batch.loss_mask));
-  const float* logits = model.forward(ctx, tokens, batch.B, batch.T);
-  LossResult<float> loss =
-      masked_cross_entropy(ctx, logits, targets, mask, N, model.vocab_size(), true, loss_denominator);
-  if (!std::isfinite(loss.loss)) {
-    std::string where = step_detail::first_non_finite(backend, params.values(), params);
-    where = where.empty() ? step_detail::first_non_finite_output(backend, trace) : "parameter " + where;
-    throw Error("training stopped: loss is " + std::to_string(loss.loss) + " at step " + std::to_string(step) +
-                "; first non-finite output: " + (where.empty() ? "cross-entropy (all module outputs finite)" : where) +
-                ". Lower train.lr, enable train.grad_clip, or check the data.");
-  }
-  model.backward(ctx, loss.dlogits, batch.B, batch.T);
-  return {loss.loss, logits};
-}
-
 // How a step's global batch (train.batch_size sequences) is split: over the ranks, then into each rank's
 // micro-batches. Micro-batch k = rank * micro_batches + m holds rows [k * rows, (k + 1) * rows) of the global batch,
 // so the sequences (drawn per global row) do not depend on the split.
@@ -70,79 +29,89 @@ struct BatchSplit {
   int ranks = 1, rank = 0, micro_batches = 1, rows = 0;
   int first_row(int m) const { return (rank * micro_batches + m) * rows; }
 };
-inline BatchSplit split_batch(const TrainConfig& tc, int ranks, int rank) {
-  const int parts = ranks * tc.micro_batches;
-  if (tc.batch_size % parts != 0)
-    throw Error("train.batch_size: " + std::to_string(tc.batch_size) + " sequences cannot be split over " +
-                std::to_string(ranks) + " rank(s) x train.micro_batches = " + std::to_string(tc.micro_batches) +
-                "; allowed: a multiple of " + std::to_string(parts) + " (or another rank count or micro_batches)");
-  return {ranks, rank, tc.micro_batches, tc.batch_size / parts};
-}
+BatchSplit split_batch(const TrainConfig& tc, int ranks, int rank);
 
 // The masked-loss weight of a batch, Σ mask in row order in double: the sum masked_cross_entropy forms.
-inline double loss_mask_weight(const Batch& batch) {
-  double weight = 0;
-  for (const float m : batch.loss_mask)
-    if (m != 0.f) weight += m;
-  return weight;
-}
+double loss_mask_weight(const Batch& batch);
 
 // The left fold of `values` in order, starting from the first (so one value is returned as is).
-inline double fold_in_order(std::span<const double> values) {
-  double sum = values.empty() ? 0.0 : values[0];
-  for (size_t i = 1; i < values.size(); i++) sum += values[i];
-  return sum;
-}
+double fold_in_order(std::span<const double> values);
 
-struct GlobalStepResult {
-  double loss = 0;       // the global batch's masked mean loss
-  int stop_signal = 0;   // a stop signal any rank received (train/stop_signals.h), else 0
+// Enqueues one batch's forward, masked loss and backward (the arena reset first). tokens, targets, mask: (B, T) in the
+// backend's memory; denominator: a device double (Σ mask of the whole global batch) or null (this batch's Σ mask);
+// *loss: the batch's loss, a device double. Gradients are accumulated onto params().grads(). Returns the logits
+// (B, T, V) in the arena. backward = false: the forward pass and the loss only (gradients untouched).
+const float* enqueue_forward_backward(LanguageModel<float>& model, Arena& arena, ActivationTrace<float>& trace,
+                                      const int* tokens, const int* targets, const float* mask, int B, int T,
+                                      const double* denominator, double* loss, bool backward = true);
+
+struct ForwardBackwardResult {
+  double loss = 0;
+  const float* logits = nullptr;  // (B, T, V) in the arena (device memory), valid until the arena is reset
 };
 
-// The gradient of the global batch's mean loss, in params.grads() on every rank: this rank's micro-batches in
-// order, each divided by the global mask sum, their gradients folded left (g0 + g1) + g2 ..., then the ranks'
-// sums folded in rank order by the communicator. So N ranks with one micro-batch each give the bits of one
-// process with N micro-batches, and one micro-batch on one process is the plain step. `folded` holds the running
-// sum between micro-batches (unused with one). The loss and the ranks' stop signals are shared the same way.
-inline GlobalStepResult global_forward_backward(LanguageModel<float>& model, Arena& arena, ActivationTrace<float>& trace,
-                                                std::span<const Batch> micro_batches, DeviceBuffer<float>& folded,
-                                                Communicator& comm, int step, int local_stop_signal) {
-  double local_weight = 0;
-  for (const Batch& b : micro_batches) local_weight += loss_mask_weight(b);
-  const double weight = fold_in_order(comm.all_gather(std::span<const double>(&local_weight, 1)));
-  Backend<float>& backend = model.backend();
-  std::span<float> grads = model.params().grads();
-  double local_loss = 0;
-  for (size_t m = 0; m < micro_batches.size(); m++) {
-    if (m > 0) backend.copy(folded.data(), grads.data(), grads.size());
-    local_loss += forward_backward(model, arena, trace, micro_batches[m], step, weight).loss;
-    if (m > 0) backend.add(grads.data(), folded.data(), grads.data(), grads.size());
-  }
-  comm.sum_in_rank_order(grads.data(), grads.size());
-  const double mine[2] = {local_loss, double(local_stop_signal)};
-  const std::vector<double> all = comm.all_gather(std::span<const double>(mine, 2));
-  GlobalStepResult result;
-  result.loss = all[0];
-  for (int r = 0; r < comm.size(); r++) {
-    if (r > 0) result.loss += all[size_t(2 * r)];
-    if (result.stop_signal == 0) result.stop_signal = int(all[size_t(2 * r + 1)]);
-  }
-  return result;
-}
+// One batch's forward and backward run at once, the loss read back: fresh gradients (zeroed first). A non-finite
+// loss throws the trainer's message (see TrainStep::report_halt). loss_denominator > 0 divides by it instead of
+// Σ mask. For debug-dump and tests; the trainer uses TrainStep.
+ForwardBackwardResult forward_backward(LanguageModel<float>& model, Arena& arena, ActivationTrace<float>& trace,
+                                       const Batch& batch, int step, double loss_denominator = 0);
 
-// Clips the gradients to train.grad_clip and applies one AdamW update at learning rate lr; returns the
-// gradient norm before clipping. A non-finite gradient stops with the first parameter whose gradient is.
-inline double apply_update(LanguageModel<float>& model, AdamWState& opt, const DeviceBuffer<uint8_t>& decay,
-                           const TrainConfig& tc, double lr, int step) {
-  Backend<float>& backend = model.backend();
-  ParameterStore<float>& params = model.params();
-  const double norm = backend.global_norm(params.grads().data(), params.total());
-  if (!std::isfinite(norm))
-    throw Error("training stopped: gradient norm is " + std::to_string(norm) + " at step " + std::to_string(step) +
-                "; first non-finite gradient: " + step_detail::first_non_finite(backend, params.grads(), params));
-  clip_grad_norm<float>(backend, params.grads(), norm, tc.grad_clip);
-  adamw_step<float>(backend, params.values(), params.grads(), opt, decay, tc, lr);
-  return norm;
-}
+class TrainStep {
+ public:
+  // The step of `model` with AdamW state `opt` (its moments allocated here if it has none), the decay mask, and the
+  // split's micro-batches of `split.rows` sequences of T tokens. comm sums the ranks' gradients.
+  TrainStep(LanguageModel<float>& model, Arena& arena, ActivationTrace<float>& trace, AdamWState& opt,
+            const DeviceBuffer<uint8_t>& decay, const TrainConfig& tc, Communicator& comm, BatchSplit split, int T);
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // Uploads the inputs of `step` (this rank's micro-batches, the global batch's mask sum `weight`, the learning rate)
+  // and enqueues it. Returns without waiting for it.
+  void enqueue(std::span<const Batch> micro_batches, double weight, int step, double lr);
+
+  struct Scalars {
+    std::vector<double> losses;  // each micro-batch's loss (divided by the global mask sum)
+    double sumsq = 0;            // Σ g² of the summed gradients, before clipping
+    int halted_at = -1;          // the first step whose loss or gradient norm was not finite, or -1
+    double loss() const { return fold_in_order(losses); }  // this rank's share of the global loss
+  };
+  // Waits for the enqueued steps and reads the latest one's scalars (and the guard).
+  Scalars read() const;
+
+  // Throws the non-finite guard's error for the step the guard stopped at: `micro_batches` and `weight` are that step's
+  // inputs. latest: it is the step last enqueued (its gradients are still in params().grads()); otherwise the step
+  // is run again here, from the parameters it started from (the guard kept them), to find the culprit.
+  [[noreturn]] void report_halt(const Scalars& scalars, std::span<const Batch> micro_batches, double weight,
+                                bool latest);
+
+ private:
+  struct Layout {  // byte offsets into the inputs block
+    std::vector<size_t> tokens, targets, mask;
+    size_t denominator = 0, coefficients = 0, step = 0, bytes = 0;
+  };
+  void write_inputs(std::span<const Batch> micro_batches, double weight, int step, double lr);
+  void enqueue_step();
+  template <class U>
+  U* input(size_t offset) const {
+    return reinterpret_cast<U*>(inputs_.data() + offset);
+  }
+
+  LanguageModel<float>& model_;
+  Backend<float>& backend_;
+  Arena& arena_;
+  ActivationTrace<float>& trace_;
+  AdamWState& opt_;
+  const DeviceBuffer<uint8_t>& decay_;
+  const TrainConfig& tc_;
+  Communicator& comm_;
+  const BatchSplit split_;
+  const int T_;
+  Layout layout_;
+  std::vector<std::byte> host_inputs_;
+  DeviceBuffer<std::byte> inputs_;
+  DeviceBuffer<double> scalars_;     // (micro_batches + 1): the losses, then Σ g²
+  DeviceBuffer<int32_t> halted_at_;  // (1)
+  DeviceBuffer<float> folded_;       // the running gradient sum between micro-batches (empty with one)
+};
 
 }  // namespace canonlab

@@ -189,7 +189,15 @@ struct TrainingRun::State {
   double last_loss = NAN, tokens_done = 0;
   nlohmann::json last_eval;
   std::optional<BatchPrefetcher> batches;
-  DeviceBuffer<float> folded;  // the running gradient sum between micro-batches
+  std::optional<TrainStep> train_step;
+  // The steps enqueued since the host last read the step scalars (a GPU reads them at logged steps only): their
+  // inputs, for the non-finite guard's report should one of them have gone wrong.
+  struct Unread {
+    int step;
+    std::vector<Batch> micro_batches;
+    double weight;
+  };
+  std::vector<Unread> unread;
 };
 
 TrainingRun::TrainingRun(const RunConfig& cfg, const TrainOptions& options, const StopSignals& stop_signals)
@@ -243,7 +251,7 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const TrainOptions& options, cons
   // This rank's share of every step: split.micro_batches batches of split.rows sequences (train/step.h), the next
   // step's drawn while this one trains.
   s.batches.emplace(*s.task, tc.data_seed, s.split, s.T, s.cursor.step, tc.steps, options.prefetch_batches);
-  if (s.split.micro_batches > 1) s.folded = DeviceBuffer<float>(params.memory(), params.total());
+  s.train_step.emplace(*s.model, *s.arena, s.trace, s.opt, s.decay, tc, s.comm, s.split, s.T);
   if (s.writer && s.cursor.step == 0 && tc.checkpoint_every > 0)
     save_checkpoint(s.ckpt_dir, s.cfg, params, s.opt, s.cursor);
   s.phase("before-first-step", s.cursor.step);
@@ -260,21 +268,63 @@ void TrainingRun::step() {
   ParameterStore<float>& params = s.model->params();
   const int step = s.cursor.step;
   const double lr = learning_rate(tc, step);
-  const GlobalStepResult fb = global_forward_backward(*s.model, *s.arena, s.trace, s.batches->take(step), s.folded,
-                                                      s.comm, step, s.stop_signals.received());
-  const double gnorm = apply_update(*s.model, s.opt, s.decay, tc, lr, step);
-  s.cursor.step = step + 1;
-  s.last_loss = fb.loss;
+  const int local_stop_signal = s.stop_signals.received();
+  const std::span<const Batch> micro = s.batches->take(step);
+  double local_weight = 0;
+  for (const Batch& b : micro) local_weight += loss_mask_weight(b);
+  const double weight = fold_in_order(s.comm.all_gather(std::span<const double>(&local_weight, 1)));
+  s.train_step->enqueue(micro, weight, step, lr);
   s.tokens_done += double(s.B) * s.T;
-  const bool last_step = s.cursor.step == tc.steps;
+  const int done = step + 1;
+  const bool last_step = done == tc.steps;
+  const bool logged = done % std::max(1, tc.log_every) == 0 || last_step || step == 0;
+  const bool evaluating = (tc.eval_every > 0 && done % tc.eval_every == 0) || last_step;
+  const bool checkpointing = (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last_step;
+  // The step's scalars are read where they cost nothing (host memory), where ranks must agree on them, and where the
+  // run logs, evaluates, checkpoints or stops; in between, a GPU's steps follow one another without the host waiting.
+  const bool observe = s.model->backend().memory().host_accessible() || s.comm.size() > 1 || logged || evaluating ||
+                       checkpointing || local_stop_signal != 0;
+  if (!observe) {
+    s.unread.push_back({step, std::vector<Batch>(micro.begin(), micro.end()), weight});
+    s.cursor.step = done;
+    s.phase("after-step", s.cursor.step);
+    if (s.writer) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t_start).count();
+      s.progress->update(s.cursor.step, s.last_loss, s.tokens_done / std::max(elapsed, 1e-9), s.last_eval);
+    }
+    return;
+  }
+  const TrainStep::Scalars scalars = s.train_step->read();
+  if (scalars.halted_at >= 0) {
+    if (scalars.halted_at == step) s.train_step->report_halt(scalars, micro, weight, /*latest=*/true);
+    for (const State::Unread& u : s.unread)
+      if (u.step == scalars.halted_at) s.train_step->report_halt(scalars, u.micro_batches, u.weight, false);
+    throw Error("training stopped at step " + std::to_string(scalars.halted_at) + ": loss or gradient not finite");
+  }
+  s.unread.clear();
+  s.cursor.step = done;
+  // The loss and the stop signals of every rank (rank order), as the global batch's.
+  const double mine[2] = {scalars.loss(), double(local_stop_signal)};
+  const std::vector<double> all = s.comm.all_gather(std::span<const double>(mine, 2));
+  struct {
+    double loss = 0;
+    int stop_signal = 0;
+  } fb;
+  fb.loss = all[0];
+  for (int r = 0; r < s.comm.size(); r++) {
+    if (r > 0) fb.loss += all[size_t(2 * r)];
+    if (fb.stop_signal == 0) fb.stop_signal = int(all[size_t(2 * r + 1)]);
+  }
+  const double gnorm = std::sqrt(scalars.sumsq);
+  s.last_loss = fb.loss;
 
   if (s.writer) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t_start).count();
     const double tok_s = s.tokens_done / std::max(elapsed, 1e-9);
-    if (s.cursor.step % std::max(1, tc.log_every) == 0 || last_step || step == 0)
+    if (logged)
       s.log_metrics({{"step", s.cursor.step}, {"split", "train"}, {"loss", fb.loss}, {"lr", lr},
                      {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"elapsed_s", elapsed}});
-    if ((tc.eval_every > 0 && s.cursor.step % tc.eval_every == 0) || last_step) {
+    if (evaluating) {
       if (last_step) s.phase("final-eval", s.cursor.step);
       s.last_eval = evaluate(*s.model, *s.task, s.eval_batches, s.cfg, *s.arena);
       nlohmann::json rec = s.last_eval;
@@ -284,8 +334,7 @@ void TrainingRun::step() {
       s.log_metrics(rec);
     }
     s.progress->update(s.cursor.step, fb.loss, tok_s, s.last_eval);
-    if ((tc.checkpoint_every > 0 && s.cursor.step % tc.checkpoint_every == 0) || last_step || fb.stop_signal)
-      save_checkpoint(s.ckpt_dir, s.cfg, params, s.opt, s.cursor);
+    if (checkpointing || fb.stop_signal) save_checkpoint(s.ckpt_dir, s.cfg, params, s.opt, s.cursor);
   }
   s.phase("after-step", s.cursor.step);
   // A signal polled during the last step stops the run too (its checkpoint holds every step; a resume writes
@@ -318,6 +367,9 @@ nlohmann::json TrainingRun::finish() {
   summary["parameters"] = s.model->params().total();
   summary["threads"] = thread_count();
   summary["device"] = s.model->backend().name();
+  // On a GPU: how many steps ran as a replay of the captured step graph (train.cuda_graph; 0 = every step eager).
+  if (s.model->backend().memory().device() == Device::cuda)
+    summary["cuda_graph_replays"] = s.model->backend().replayed_steps();
   if (!s.bf16_gemm.empty()) summary["bf16_gemm"] = s.bf16_gemm;
   if (s.comm.size() > 1) {
     summary["ranks"] = s.comm.size();

@@ -55,13 +55,14 @@ TEST_P(GpuAdamW, NormClipAndUpdateMatchCpu) {
     canonlab::adamw_update(p_cpu.data(), g_cpu.data(), m_cpu.data(), v_cpu.data(), decay.data(), n,
                            adamw_coefficients(tc, t, lr));
 
-    auto p_d = to_device(params), m_d = to_device(m0), v_d = to_device(v0);
+    auto p_d = to_device(params), m_d = to_device(m0), v_d = to_device(v0), gc_d = to_device(grads);
     const auto decay_d = to_device(decay);
-    const cuda::AdamWStep step = cuda::adamw_step_constants(lr, t, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, max_norm);
-    const auto step_d = to_device(std::vector<cuda::AdamWStep>{step});
+    const auto c_d = to_device(std::vector<AdamWCoefficients>{adamw_coefficients(tc, t, lr)});
+    const auto running_d = to_device(std::vector<int32_t>{-1});
     cuda::DeviceBuffer<cuda::Bf16> shadow(n);
-    cuda::adamw_update(stream(), p_d.data(), m_d.data(), v_d.data(), g_d.data(), decay_d.data(), n, step_d.data(),
-                       sumsq_d.data(), shadow.data());
+    cuda::clip_grad_norm(stream(), gc_d.data(), n, sumsq_d.data(), max_norm);
+    cuda::adamw_update(stream(), p_d.data(), m_d.data(), v_d.data(), gc_d.data(), decay_d.data(), n, c_d.data(),
+                       running_d.data(), shadow.data());
     sync();
     const auto p_gpu = p_d.download();
     EXPECT_TRUE(bit_equal(p_gpu, p_cpu)) << "params, t=" << t;
@@ -85,7 +86,8 @@ INSTANTIATE_TEST_SUITE_P(Sizes, GpuAdamW, ::testing::Values(size_t(1), size_t(10
 
 class GpuAdamWGuard : public GpuTest {};
 
-TEST_F(GpuAdamWGuard, NonFiniteNormUpdatesNothing) {
+// The step guard records the first step with a non-finite loss or norm; from then on AdamW changes nothing.
+TEST_F(GpuAdamWGuard, NonFiniteNormHaltsAndUpdatesNothing) {
   const size_t n = 5000;
   auto grads = random_vector<float>(n, 5);
   grads[4321] = std::numeric_limits<float>::infinity();
@@ -94,12 +96,17 @@ TEST_F(GpuAdamWGuard, NonFiniteNormUpdatesNothing) {
   auto p_d = to_device(params), m_d = to_device(m0), v_d = to_device(v0);
   const auto decay_d = to_device(std::vector<uint8_t>(n, 1));
   cuda::DeviceBuffer<double> sumsq_d(1), scratch(cuda::grad_norm_scratch_size());
-  const auto step_d = to_device(std::vector<cuda::AdamWStep>{cuda::adamw_step_constants(1e-3, 1, 0.9, 0.95, 1e-8, 0.1, 1.0)});
+  TrainConfig tc;
+  const auto c_d = to_device(std::vector<AdamWCoefficients>{adamw_coefficients(tc, 1, 1e-3)});
+  const auto halted_d = to_device(std::vector<int32_t>{-1});
+  const auto step_d = to_device(std::vector<int32_t>{17});
   cuda::grad_sum_squares(stream(), sumsq_d.data(), g_d.data(), n, scratch.data());
-  cuda::adamw_update(stream(), p_d.data(), m_d.data(), v_d.data(), g_d.data(), decay_d.data(), n, step_d.data(),
-                     sumsq_d.data(), nullptr);
+  cuda::step_guard(stream(), halted_d.data(), step_d.data(), sumsq_d.data(), 1);
+  cuda::adamw_update(stream(), p_d.data(), m_d.data(), v_d.data(), g_d.data(), decay_d.data(), n, c_d.data(),
+                     halted_d.data(), nullptr);
   sync();
   EXPECT_FALSE(std::isfinite(sumsq_d.download()[0]));
+  EXPECT_EQ(halted_d.download()[0], 17);
   EXPECT_TRUE(bit_equal(p_d.download(), params));
   EXPECT_TRUE(bit_equal(m_d.download(), m0));
   EXPECT_TRUE(bit_equal(v_d.download(), v0));

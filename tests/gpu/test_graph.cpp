@@ -15,6 +15,7 @@
 #include "engine/ops/elementwise/cuda.h"
 #include "engine/ops/linear/cuda.h"
 #include "gpu_test.h"
+#include "train/adamw.h"
 
 namespace canonlab::test {
 namespace {
@@ -26,16 +27,18 @@ struct TinyStep {
   cuda::DeviceBuffer<float> params, grads, m, v, x, target, h, a, y, dy, da, dh;
   cuda::DeviceBuffer<uint8_t> decay;
   cuda::DeviceBuffer<double> sumsq, scratch;
-  cuda::DeviceBuffer<cuda::AdamWStep> step;
+  cuda::DeviceBuffer<AdamWCoefficients> step;
+  cuda::DeviceBuffer<int32_t> halted_at;
 
   TinyStep()
       : params(to_device(random_vector<float>(kParams, 1, -0.2, 0.2))), grads(kParams), m(kParams), v(kParams),
         x(to_device(random_vector<float>(size_t(N) * IN, 2))), target(to_device(random_vector<float>(size_t(N) * OUT, 3))),
         h(size_t(N) * HID), a(size_t(N) * HID), y(size_t(N) * OUT), dy(size_t(N) * OUT), da(size_t(N) * HID),
         dh(size_t(N) * HID), decay(to_device(std::vector<uint8_t>(kParams, 1))), sumsq(1),
-        scratch(cuda::grad_norm_scratch_size()), step(1) {
+        scratch(cuda::grad_norm_scratch_size()), step(1), halted_at(1) {
     m.fill_bytes(0);
     v.fill_bytes(0);
+    halted_at.fill_bytes(0xff);  // -1: running
   }
 
   // everything a training step enqueues; no allocation, no host synchronisation
@@ -54,12 +57,15 @@ struct TinyStep {
     cuda::gelu_backward(s, dh.data(), da.data(), h.data(), dh.size());
     cuda::linear_backward(gemm, nullptr, IN, grads.data(), nullptr, dh.data(), HID, x.data(), IN, w1, N, IN, HID);
     cuda::grad_sum_squares(s, sumsq.data(), grads.data(), kParams, scratch.data());
+    cuda::clip_grad_norm(s, grads.data(), kParams, sumsq.data(), 0.5);
     cuda::adamw_update(s, params.data(), m.data(), v.data(), grads.data(), decay.data(), kParams, step.data(),
-                       sumsq.data(), nullptr);
+                       halted_at.data(), nullptr);
   }
-  void set_step(cuda::CudaStream s, int64_t t, cuda::AdamWStep* pinned) {
-    *pinned = cuda::adamw_step_constants(1e-2 / double(t), t, 0.9, 0.95, 1e-8, 0.1, 0.5);
-    CANONLAB_CUDA_CHECK(cudaMemcpyAsync(step.data(), pinned, sizeof(cuda::AdamWStep), cudaMemcpyHostToDevice, s));
+  void set_step(cuda::CudaStream s, int64_t t, AdamWCoefficients* pinned) {
+    TrainConfig tc;
+    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
+    *pinned = adamw_coefficients(tc, t, 1e-2 / double(t));
+    CANONLAB_CUDA_CHECK(cudaMemcpyAsync(step.data(), pinned, sizeof(AdamWCoefficients), cudaMemcpyHostToDevice, s));
   }
 };
 
@@ -67,8 +73,8 @@ class GpuGraph : public GpuTest {};
 
 TEST_F(GpuGraph, ReplayedStepMatchesEagerStepBitForBit) {
   constexpr int kSteps = 5;
-  cuda::AdamWStep* pinned = nullptr;
-  CANONLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(cuda::AdamWStep)));
+  AdamWCoefficients* pinned = nullptr;
+  CANONLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(AdamWCoefficients)));
 
   TinyStep eager;
   cuda::Gemm gemm_eager(stream());

@@ -168,7 +168,7 @@ TEST_F(GpuLookup, MaskedMeanMatchesTheTrainersLoss) {
   const auto l_d = to_device(losses), m_d = to_device(mask);
   cuda::DeviceBuffer<double> loss_d(1);
   auto dl_d = poisoned(N);
-  cuda::masked_mean_loss(stream(), loss_d.data(), dl_d.data(), l_d.data(), m_d.data(), N);
+  cuda::masked_mean_loss(stream(), loss_d.data(), dl_d.data(), l_d.data(), m_d.data(), N, nullptr);
   sync();
   EXPECT_NEAR(loss_d.download()[0], total / weight, 1e-12 * std::abs(total / weight));
   // Σ mask is summed in another order than the CPU's serial loop: the last bit may differ
@@ -176,10 +176,19 @@ TEST_F(GpuLookup, MaskedMeanMatchesTheTrainersLoss) {
   EXPECT_TRUE(r.ok) << r.message;
   // an all-zero mask: loss 0 and no gradient, as on the CPU
   const auto zeros_d = to_device(std::vector<float>(N, 0.f));
-  cuda::masked_mean_loss(stream(), loss_d.data(), dl_d.data(), l_d.data(), zeros_d.data(), N);
+  cuda::masked_mean_loss(stream(), loss_d.data(), dl_d.data(), l_d.data(), zeros_d.data(), N, nullptr);
   sync();
   EXPECT_EQ(loss_d.download()[0], 0.0);
   EXPECT_TRUE(bit_equal(dl_d.download(), std::vector<float>(N, 0.f)));
+  // a micro-batch's loss: divided by the whole batch's mask sum (a device double), as the CPU's denominator
+  const double whole = 3 * weight;
+  const auto whole_d = to_device(std::vector<double>{whole});
+  cuda::masked_mean_loss(stream(), loss_d.data(), dl_d.data(), l_d.data(), m_d.data(), N, whole_d.data());
+  sync();
+  EXPECT_NEAR(loss_d.download()[0], total / whole, 1e-12 * std::abs(total / whole));
+  for (int i = 0; i < N; i++) dl[i] = float(mask[i] / whole);
+  const auto r2 = compare_with(dl_d.download(), dl, kElementwise);
+  EXPECT_TRUE(r2.ok) << r2.message;
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ TEST(DataParallel, MicroBatchesThatDoNotDivideTheBatchAreRefusedNamingTheKey) {
 // The accumulated gradient is exactly g(rows 0..3) + g(rows 4..7), each divided by the whole batch's mask sum:
 // recomputed here by hand from two plain forward_backward calls.
 TEST(DataParallel, MicroBatchGradientsFoldLeftInOrderWithTheGlobalDenominator) {
-  RunConfig cfg = demo_config({"train.micro_batches=2"});
+  RunConfig cfg = demo_config({"train.micro_batches=2", "train.grad_clip=0"});  // the step's gradients, unclipped
   auto model = build_model(cfg);
   auto task = make_task(cfg.task);
   Arena arena(model->backend().memory());
@@ -98,12 +98,21 @@ TEST(DataParallel, MicroBatchGradientsFoldLeftInOrderWithTheGlobalDenominator) {
     micro[size_t(m)].resize(split.rows, task->seq_len());
     for (int i = 0; i < split.rows; i++) task->sample(micro[size_t(m)], i, 5, 3, uint64_t(split.first_row(m) + i));
   }
-  DeviceBuffer<float> folded(model->params().memory(), model->params().total());
   SingleProcess single;
-  const GlobalStepResult r = global_forward_backward(*model, arena, trace, micro, folded, single, 3, 0);
-  const std::vector<float> accumulated = model->params().host_grads();
-
+  AdamWState opt;
+  const DeviceBuffer<uint8_t> decay = device_decay_mask(model->params(), cfg.train.decay_on);
+  const std::vector<float> initial = model->params().host_values();
+  TrainStep step(*model, arena, trace, opt, decay, cfg.train, single, split, task->seq_len());
   const double weight = loss_mask_weight(micro[0]) + loss_mask_weight(micro[1]);
+  step.enqueue(micro, weight, 3, 0.0);  // the learning rate 0 keeps the weights (no decay at lr 0)
+  const TrainStep::Scalars sc = step.read();
+  struct {
+    double loss;
+    int stop_signal;
+  } r{sc.loss(), 0};
+  const std::vector<float> accumulated = model->params().host_grads();
+  ASSERT_EQ(model->params().host_values(), initial);
+
   const double l0 = forward_backward(*model, arena, trace, micro[0], 3, weight).loss;
   const std::vector<float> g0 = model->params().host_grads();
   const double l1 = forward_backward(*model, arena, trace, micro[1], 3, weight).loss;

@@ -133,7 +133,7 @@ TEST(ResourceEstimate, ArenaMatchesTheHighWaterOfARealStep) {
     const int* targets = ctx.upload(std::span<const int>(batch.targets));
     const float* mask = ctx.upload(std::span<const float>(batch.loss_mask));
     const float* logits = model->forward(ctx, tokens, batch.B, batch.T);
-    masked_cross_entropy(ctx, logits, targets, mask, batch.B * batch.T, model->vocab_size(), false);
+    masked_cross_entropy_value(ctx, logits, targets, mask, batch.B * batch.T, model->vocab_size());
     const double eval_predicted = forward_arena_bytes(cfg.model, batch.B, batch.T, thread_count(), true);
     worst = std::max(worst, relative_error(eval_predicted, double(eval_arena.high_water_bytes())));
     EXPECT_LT(relative_error(eval_predicted, double(eval_arena.high_water_bytes())), 0.01)

@@ -60,12 +60,13 @@ struct TinyModel {
     const float* mask = ctx.upload(std::span<const float>(batch.loss_mask));
     const T* logits = model->forward(ctx, tokens, batch.B, batch.T);
     if (logits_out) logits_out->assign(logits, logits + size_t(batch.B) * batch.T * V);
-    LossResult<T> r = masked_cross_entropy(ctx, logits, targets, mask, batch.B * batch.T, V, with_grad);
+    double* loss = ctx.arena.template alloc<double>(1);
+    LossResult<T> r = masked_cross_entropy(ctx, logits, targets, mask, batch.B * batch.T, V, with_grad, nullptr, loss);
     if (with_grad) {
       model->params().zero_grad();
       model->backward(ctx, r.dlogits, batch.B, batch.T);
     }
-    return double(r.loss);
+    return *loss;  // host memory
   }
 };
 

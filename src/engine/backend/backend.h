@@ -10,6 +10,7 @@
 // same inputs give the same bits on every run (no floating-point atomics, no schedule-dependent order).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/backend/capabilities.h"
@@ -78,9 +79,10 @@ class Backend : public BackendCapabilities {
   virtual void attention_forward(T* out, T* state, T* probs, const T* q, const T* k, const T* v, int ld_qkv,
                                  const T* alibi_slopes, int window, int B, int Tn, int H, int D, T scale,
                                  T* scratch) = 0;
-  virtual void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* state, const T* q,
-                                  const T* k, const T* v, int ld_qkv, const T* alibi_slopes, int window, int B, int Tn,
-                                  int H, int D, T scale, T* scratch) = 0;
+  // out: forward's output (B, Tn, H, D) (a flash backward reads rowsum(dout ⊙ out); the CPU does not need it)
+  virtual void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* out, const T* state,
+                                  const T* q, const T* k, const T* v, int ld_qkv, const T* alibi_slopes, int window,
+                                  int B, int Tn, int H, int D, T scale, T* scratch) = 0;
 
   // ---- convolutions (engine/ops/canon_conv, engine/ops/short_conv) ----
   virtual void canon_conv_forward(T* out, const T* in, const T* weight, int B, int Tn, int C, int K, int G) = 0;
@@ -145,12 +147,14 @@ class Backend : public BackendCapabilities {
                                       bool clipped) = 0;
 
   // ---- embedding and loss (engine/ops/embedding, engine/ops/cross_entropy) ----
-  virtual void embedding_forward(T* out, const int* tokens, const T* table, int N, int C) = 0;
-  virtual void embedding_backward(T* dtable, const T* dout, const int* tokens, int N, int C) = 0;
-  // Returns the masked mean loss (a host value); losses (N) scratch; with dlogits non-null also dlosses (N) scratch
-  // and dlogits (N, V) written.
-  virtual double masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets,
-                                      const float* mask, int N, int V, double denominator) = 0;  // 0 = Σ mask
+  // table: (V, C). A token outside [0, V): the CPU throws; a GPU writes a NaN row (forward) or skips it (backward).
+  virtual void embedding_forward(T* out, const int* tokens, const T* table, int N, int C, int V) = 0;
+  virtual void embedding_backward(T* dtable, const T* dout, const int* tokens, int N, int C, int V) = 0;
+  // *loss (one device double) = the masked mean loss; losses (N) scratch; with dlogits non-null also dlosses (N)
+  // scratch and dlogits (N, V) written. denominator: a device double that replaces Σ mask when > 0 (a micro-batch of
+  // a larger batch), or null (Σ mask).
+  virtual void masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets,
+                                    const float* mask, int N, int V, const double* denominator, double* loss) = 0;
 
   // ---- elementwise and copies (engine/ops/elementwise) ----
   virtual void add(T* out, const T* a, const T* b, size_t n) = 0;  // out = a + b, may alias
@@ -211,13 +215,41 @@ class Backend : public BackendCapabilities {
                                      const T* q_rstd, const T* k_rstd, int N, int H, int K, int Vd) = 0;
 
   // ---- optimizer and checks (engine/ops/adamw) ----
-  // sqrt(Σ g²) in double, in a fixed order (a host value)
-  virtual double global_norm(const T* g, size_t n) = 0;
+  // The scalars of a training step live in device memory, so that a whole step enqueues without the host waiting
+  // for it (train/step.h reads them once per logged step).
+  // *sumsq (a device double) = Σ g², in double, in a fixed order
+  virtual void grad_sum_squares(const T* g, size_t n, double* sumsq) = 0;
+  // g *= clip_coefficient(sqrt(*sumsq), max_norm) where that is below 1 (train/adamw.h; nothing when max_norm <= 0
+  // or the norm is not finite), each value scaled in double and rounded once
+  virtual void clip_grad_norm(T* g, size_t n, const double* sumsq, double max_norm) = 0;
   virtual void scale(T* x, size_t n, double coef) = 0;  // x = T(double(x) · coef)
+  // The guard of a step (device int32 and doubles): when *halted_at < 0 and one of values[0..n) is not finite,
+  // *halted_at = *step. Once set it stays, and adamw_update changes nothing any more: the run's parameters stay those
+  // of the step that went wrong, for the host to report when it next looks.
+  virtual void step_guard(int32_t* halted_at, const int32_t* step, const double* values, int n) = 0;
+  // One AdamW update; c: the step's coefficients and halted_at (see step_guard) in device memory. Nothing changes
+  // while *halted_at >= 0.
   virtual void adamw_update(T* params, const T* grads, float* m, float* v, const uint8_t* decay, size_t n,
-                            const AdamWCoefficients& c) = 0;
-  // The index of the first non-finite value of x (n when all are finite), a host value
+                            const AdamWCoefficients* c, const int32_t* halted_at) = 0;
+  // The index of the first non-finite value of x (n when all are finite), a host value: the non-finite guard's
+  // diagnosis, after a step went wrong (never inside a step).
   virtual size_t first_non_finite(const T* x, size_t n) = 0;
+
+  // ---- ordering: the step's uploads, the host's waits and whole-step graphs ----
+  // A stream-ordered copy of host bytes to device memory: the host buffer may be changed as soon as this returns
+  // (a GPU backend stages it through pinned memory). On host memory, a memcpy.
+  virtual void upload_async(void* dst, const void* host_src, size_t bytes) {
+    memory().copy_from_host(dst, host_src, bytes);
+  }
+  // Waits until everything enqueued so far has run. (memory()'s copies to and from the host wait by themselves.)
+  virtual void synchronize() {}
+  // Runs `enqueue`, a function that only enqueues work on this backend (no allocation, no host reads or waits, no
+  // host value that changes from call to call), for a step identified by `key`. A backend with graphs runs the
+  // first calls eagerly, then captures one and replays it while the key and its device allocations stay the same
+  // (docs/gpu.md#the-step-as-one-graph); the others call it.
+  virtual void run_step(uint64_t key, const std::function<void()>& enqueue) { enqueue(); }
+  // How many of the run_step calls so far were replays of a captured graph (0 without graphs): for tests and logs.
+  virtual uint64_t replayed_steps() const { return 0; }
 };
 
 }  // namespace canonlab

@@ -12,7 +12,16 @@ void check_supported(const BackendCapabilities& backend, const std::string& back
   for (const OpNeed& need : needs)
     if (!backend.supports(need.group) && std::ranges::find(missing, need.group) == missing.end())
       missing.push_back(need.group);
-  if (missing.empty()) return;
+  std::string too_large;
+  for (const OpNeed& need : needs) {
+    const long limit = backend.supports(need.group) ? backend.max_size(need.group) : 0;
+    if (limit > 0 && need.size > limit && too_large.empty())
+      too_large = "train.device: the " + backend_name + " backend cannot run " + need.setting + ": its " +
+                  need.size_key + " is " + std::to_string(need.size) + ", above the backend's limit of " +
+                  std::to_string(limit) + "\ntrain on train.device: cpu, or lower it";
+  }
+  if (missing.empty() && too_large.empty()) return;
+  if (missing.empty()) throw Error(too_large);
   std::string message = "train.device: the " + backend_name + " backend cannot run this model:";
   for (OpGroup group : missing) {
     message += "\n  " + std::string(op_group_name(group)) + ", needed by ";

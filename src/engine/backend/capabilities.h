@@ -36,15 +36,21 @@ inline std::string_view op_group_name(OpGroup g) {
 }
 
 // One thing a model needs from its backend, and the config setting that makes it need it ("model.family: gla").
+// size: the shape a backend may bound (attention's head dimension, a Canon layer's kernel size; 0: none), and
+// size_key: what sets it.
 struct OpNeed {
   OpGroup group;
   std::string setting;
+  long size = 0;
+  std::string size_key = {};
 };
 
 class BackendCapabilities {
  public:
   virtual ~BackendCapabilities() = default;
   virtual bool supports(OpGroup group) const = 0;
+  // The largest OpNeed::size the backend runs for the group (a GPU kernel's tile limit); 0 = no limit.
+  virtual long max_size(OpGroup group) const { return 0; }
 };
 
 // Throws canonlab::Error naming train.device, the backend, each op group it lacks and the settings that need it.

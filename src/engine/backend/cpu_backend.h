@@ -109,9 +109,9 @@ class CpuBackend : public Backend<T> {
                          const T* alibi_slopes, int window, int B, int Tn, int H, int D, T scale, T* scratch) override {
     canonlab::attention_forward(out, state, probs, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D, scale, scratch);
   }
-  void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* state, const T* q, const T* k,
-                          const T* v, int ld_qkv, const T* alibi_slopes, int window, int B, int Tn, int H, int D,
-                          T scale, T* scratch) override {
+  void attention_backward(T* dq, T* dk, T* dv, int ld_dqkv, const T* dout, const T* out, const T* state, const T* q,
+                          const T* k, const T* v, int ld_qkv, const T* alibi_slopes, int window, int B, int Tn, int H,
+                          int D, T scale, T* scratch) override {
     canonlab::attention_backward(dq, dk, dv, ld_dqkv, dout, state, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D,
                                  scale, scratch);
   }
@@ -189,15 +189,16 @@ class CpuBackend : public Backend<T> {
     canonlab::sign_ste_backward_rows(dx, lddx, dy, lddy, x, ldx, N, width, clipped);
   }
 
-  void embedding_forward(T* out, const int* tokens, const T* table, int N, int C) override {
+  void embedding_forward(T* out, const int* tokens, const T* table, int N, int C, int V) override {
     canonlab::embedding_forward(out, tokens, table, N, C);
   }
-  void embedding_backward(T* dtable, const T* dout, const int* tokens, int N, int C) override {
+  void embedding_backward(T* dtable, const T* dout, const int* tokens, int N, int C, int V) override {
     canonlab::embedding_backward(dtable, dout, tokens, N, C);
   }
-  double masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets, const float* mask,
-                              int N, int V, double denominator) override {
-    return canonlab::masked_cross_entropy(losses, dlosses, dlogits, logits, targets, mask, N, V, denominator);
+  void masked_cross_entropy(T* losses, T* dlosses, T* dlogits, const T* logits, const int* targets, const float* mask,
+                            int N, int V, const double* denominator, double* loss) override {
+    *loss = canonlab::masked_cross_entropy(losses, dlosses, dlogits, logits, targets, mask, N, V,
+                                           denominator ? *denominator : 0.0);
   }
 
   void add(T* out, const T* a, const T* b, size_t n) override { canonlab::add(out, a, b, n); }
@@ -305,11 +306,18 @@ class CpuBackend : public Backend<T> {
     canonlab::delta_inputs_backward(dqkv, dq, dk, dv, q, k, q_rstd, k_rstd, N, H, K, Vd);
   }
 
-  double global_norm(const T* g, size_t n) override { return canonlab::global_norm(g, n); }
+  void grad_sum_squares(const T* g, size_t n, double* sumsq) override { *sumsq = canonlab::sum_of_squares(g, n); }
+  void clip_grad_norm(T* g, size_t n, const double* sumsq, double max_norm) override {
+    const double coef = clip_coefficient(std::sqrt(*sumsq), max_norm);
+    if (coef < 1.0) canonlab::scale(g, n, coef);
+  }
   void scale(T* x, size_t n, double coef) override { canonlab::scale(x, n, coef); }
+  void step_guard(int32_t* halted_at, const int32_t* step, const double* values, int n) override {
+    canonlab::step_guard(halted_at, step, values, n);
+  }
   void adamw_update(T* params, const T* grads, float* m, float* v, const uint8_t* decay, size_t n,
-                    const AdamWCoefficients& c) override {
-    canonlab::adamw_update(params, grads, m, v, decay, n, c);
+                    const AdamWCoefficients* c, const int32_t* halted_at) override {
+    if (*halted_at < 0) canonlab::adamw_update(params, grads, m, v, decay, n, *c);
   }
   size_t first_non_finite(const T* x, size_t n) override { return canonlab::first_non_finite(x, n); }
 

@@ -2,23 +2,35 @@
 
 #include "engine/backend/cpu_backend.h"
 #include "engine/error.h"
+#include "engine/cuda/cuda_provider.h"
 
 namespace canonlab {
 
 Precision parse_precision(const std::string& text) { return text == "bf16" ? Precision::bf16 : Precision::fp32; }
 
+bool built_with_cuda() { return cuda_backend_kind() != "none"; }
+
 void check_device_available(const std::string& device_text) {
   const std::optional<DeviceSpec> device = parse_device(device_text);
   CANONLAB_CHECK(device.has_value(), "train.device: '" + device_text + "' is not a device; allowed: cpu, cuda, cuda:N");
-  CANONLAB_CHECK(device->device == Device::cpu,
-                 "train.device: '" + device_text +
-                     "' needs canonlab built with the CUDA backend and a GPU; this build has no CUDA backend "
-                     "(allowed here: cpu)");
+  if (device->device == Device::cpu) return;
+  const std::string why = cuda_unavailable(device->index);
+  CANONLAB_CHECK(why.empty(), "train.device: '" + device_text + "' " + why + " (allowed here: cpu)");
+}
+
+std::shared_ptr<Backend<float>> make_backend(const TrainConfig& train) {
+  check_device_available(train.device);
+  const DeviceSpec device = *parse_device(train.device);
+  const Precision precision = parse_precision(train.precision);
+  if (device.device == Device::cuda) return make_cuda_backend({device.index, precision, train.cuda_graph});
+  return std::make_shared<CpuBackend<float>>(precision);
 }
 
 std::shared_ptr<Backend<float>> make_backend(const std::string& device, const std::string& precision) {
-  check_device_available(device);
-  return std::make_shared<CpuBackend<float>>(parse_precision(precision));
+  TrainConfig train;
+  train.device = device;
+  train.precision = precision;
+  return make_backend(train);
 }
 
 }  // namespace canonlab

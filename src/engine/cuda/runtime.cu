@@ -90,4 +90,42 @@ float EventTimer::stop(CudaStream stream) {
   return ms;
 }
 
+void* pinned_allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error("cannot allocate " + std::to_string(bytes) + " bytes of pinned host memory: " + cudaGetErrorString(err));
+  }
+  return p;
+}
+
+void pinned_free(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
+void memcpy_async(CudaStream stream, void* dst, const void* src, size_t bytes, CopyKind kind) {
+  if (bytes == 0) return;
+  const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
+                                                              : cudaMemcpyDeviceToDevice;
+  CANONLAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, stream));
+}
+
+// Timing off: only ordering is asked of these, and untimed events are the cheaper kind.
+Event::Event() { CANONLAB_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+Event::~Event() {
+  if (event_) cudaEventDestroy(event_);
+}
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_) cudaEventDestroy(event_);
+    event_ = other.event_;
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+void Event::record(CudaStream stream) { CANONLAB_CUDA_CHECK(cudaEventRecord(event_, stream)); }
+void Event::synchronize() const { CANONLAB_CUDA_CHECK(cudaEventSynchronize(event_)); }
+
 }  // namespace canonlab::cuda

@@ -45,6 +45,31 @@ class Stream {
   CudaStream stream_ = nullptr;
 };
 
+// Page-locked host memory, what stream-ordered copies from the host read (pinned_free(nullptr) does nothing).
+void* pinned_allocate(size_t bytes);
+void pinned_free(void* p) noexcept;
+
+enum class CopyKind { host_to_device, device_to_host, device_to_device };
+// A copy enqueued on `stream`: from host memory, `src` must be pinned and unchanged until the copy has run.
+void memcpy_async(CudaStream stream, void* dst, const void* src, size_t bytes, CopyKind kind);
+
+// A point in a stream the host can wait for: record() marks everything enqueued so far, synchronize() waits for it
+// (at once when nothing was recorded). Move-only.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(Event&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CudaStream stream);
+  void synchronize() const;
+
+ private:
+  ::CUevent_st* event_ = nullptr;
+};
+
 // Elapsed GPU time between two points of a stream, for benchmarks: start(), enqueue work, stop() returns ms.
 class EventTimer {
  public:

@@ -2,27 +2,38 @@
 // The optimizer's kernels over the flat parameter buffer (train/adamw.h holds the schedule-side logic): the global
 // gradient norm, clipping, one AdamW update, and the scan for the first non-finite value that the non-finite guard
 // reports. The norm is one sum in double in index order: the same bits on every run and thread count.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/ops/adamw/coefficients.h"
+
 namespace canonlab {
 
-// The per-step scalars of an AdamW update, computed once on the host (train/adamw.h).
-struct AdamWCoefficients {
-  float beta1, beta2;
-  float step;           // lr / (1 − beta1^t)
-  float rsqrt_bc2;      // 1 / sqrt(1 − beta2^t)
-  float eps;
-  float decay_shrink;   // 1 − lr · weight_decay
-};
 
-// sqrt(Σ g²), accumulated in double in index order
+// Σ g², accumulated in double in index order (the global gradient norm is its square root)
 template <class T>
-double global_norm(const T* g, size_t n) {
+double sum_of_squares(const T* g, size_t n) {
   double s = 0;
   for (size_t i = 0; i < n; i++) s += double(g[i]) * double(g[i]);
-  return std::sqrt(s);
+  return s;
+}
+
+// The factor clipping multiplies gradients by (torch.nn.utils.clip_grad_norm_ semantics); 1 = no clipping (also for
+// a norm that is not finite: the step guard stops such a run, and nothing is scaled by NaN).
+inline double clip_coefficient(double norm, double max_norm) {
+  return max_norm <= 0 ? 1.0 : std::min(1.0, max_norm / (norm + 1e-6));
+}
+
+// A step's guard (Backend::step_guard): the first step with a non-finite loss or gradient norm, kept once set.
+inline void step_guard(int32_t* halted_at, const int32_t* step, const double* values, int n) {
+  if (*halted_at >= 0) return;
+  for (int i = 0; i < n; i++)
+    if (!std::isfinite(values[i])) {
+      *halted_at = *step;
+      return;
+    }
 }
 
 // One AdamW step (PyTorch semantics, decoupled weight decay where decay[i] != 0); m, v: float moments.

@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "engine/cuda/device_utils.cuh"
+#include "engine/cuda/launch.cuh"
 #include "engine/ops/adamw/cuda.h"
+#include "engine/ops/elementwise/element_kernels.h"
 
 namespace canonlab::cuda {
 
@@ -13,8 +15,6 @@ using namespace detail;
 namespace {
 
 constexpr int kThreads = 256;
-// Fixed slices of the buffer, one block each: the order of the sum depends on n alone.
-constexpr int kNormBlocks = 1024;
 
 __global__ void sum_squares_slices_kernel(double* partial, const float* g, size_t n) {
   __shared__ double shared[kWarp];
@@ -48,26 +48,21 @@ __global__ void clip_kernel(float* g, size_t n, const double* sumsq, double max_
 }
 
 __global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, const uint8_t* decay, size_t n,
-                             const AdamWStep* step, const double* sumsq, __nv_bfloat16* params_bf16) {
-  const AdamWStep s = *step;
-  double coef = 1.0;
-  if (sumsq) {
-    const double ss = *sumsq;
-    if (!isfinite(ss)) return;  // the host stops the run; the parameters stay as they were
-    coef = clip_factor(ss, s.max_norm);
-  }
-  const bool clip = coef < 1.0;
+                             const AdamWCoefficients* coefficients, const int32_t* halted_at,
+                             __nv_bfloat16* params_bf16) {
+  if (*halted_at >= 0) return;  // the guard stopped the run: the parameters stay those of the step that went wrong
+  const AdamWCoefficients c = *coefficients;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     // the CPU's statements in order, each rounded where it rounds (no contraction across them)
-    const float g = clip ? float(double(grads[i]) * coef) : grads[i];
+    const float g = grads[i];
     float p = params[i];
-    if (decay[i]) p = __fmul_rn(p, s.shrink);
-    const float mi = __fadd_rn(__fmul_rn(s.beta1, m[i]), __fmul_rn(1.f - s.beta1, g));
-    const float vi = __fadd_rn(__fmul_rn(s.beta2, v[i]), __fmul_rn(__fmul_rn(1.f - s.beta2, g), g));
+    if (decay[i]) p = __fmul_rn(p, c.decay_shrink);
+    const float mi = __fadd_rn(__fmul_rn(c.beta1, m[i]), __fmul_rn(1.f - c.beta1, g));
+    const float vi = __fadd_rn(__fmul_rn(c.beta2, v[i]), __fmul_rn(__fmul_rn(1.f - c.beta2, g), g));
     m[i] = mi;
     v[i] = vi;
-    const float denom = __fadd_rn(__fmul_rn(sqrtf(vi), s.rbc2), s.eps);
-    p = __fsub_rn(p, __fdiv_rn(__fmul_rn(s.step_size, mi), denom));
+    const float denom = __fadd_rn(__fmul_rn(sqrtf(vi), c.rsqrt_bc2), c.eps);
+    p = __fsub_rn(p, __fdiv_rn(__fmul_rn(c.step, mi), denom));
     params[i] = p;
     if (params_bf16) params_bf16[i] = __float2bfloat16_rn(p);
   }
@@ -75,7 +70,6 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
 
 }  // namespace
 
-size_t grad_norm_scratch_size() { return kNormBlocks; }
 
 void grad_sum_squares(CudaStream stream, double* sumsq, const float* grads, size_t n, double* scratch) {
   sum_squares_slices_kernel<<<kNormBlocks, kThreads, 0, stream>>>(scratch, grads, n);
@@ -90,10 +84,14 @@ void clip_grad_norm(CudaStream stream, float* grads, size_t n, const double* sum
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 
+void step_guard(CudaStream stream, int32_t* halted_at, const int32_t* step, const double* values, int n) {
+  step_guard_elements(DeviceLaunch{stream}, halted_at, step, values, n);
+}
+
 void adamw_update(CudaStream stream, float* params, float* m, float* v, const float* grads, const uint8_t* decay,
-                  size_t n, const AdamWStep* step, const double* sumsq, Bf16* params_bf16) {
+                  size_t n, const AdamWCoefficients* c, const int32_t* halted_at, Bf16* params_bf16) {
   if (!n) return;
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(params, m, v, grads, decay, n, step, sumsq,
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(params, m, v, grads, decay, n, c, halted_at,
                                                                reinterpret_cast<__nv_bfloat16*>(params_bf16));
   CANONLAB_CUDA_CHECK_LAUNCH();
 }

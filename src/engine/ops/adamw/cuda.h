@@ -12,30 +12,14 @@
 #include <cstdint>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/adamw/coefficients.h"
 
 namespace canonlab::cuda {
 
-// Per-step constants, computed on the host exactly as adamw_step (train/adamw.h) computes them, then copied to
-// the device before the step (or the graph) runs.
-struct AdamWStep {
-  float step_size;  // lr / (1 − β1^t)
-  float rbc2;       // 1 / sqrt(1 − β2^t)
-  float eps;
-  float shrink;     // 1 − lr · weight_decay, applied where the decay mask is 1
-  float beta1, beta2;
-  double max_norm;  // global-norm clipping threshold; <= 0: no clipping
-};
-
-// t: the update's number, counting from 1 (AdamWState::t after the increment)
-inline AdamWStep adamw_step_constants(double lr, int64_t t, double beta1, double beta2, double eps,
-                                      double weight_decay, double max_norm) {
-  const double bc1 = 1.0 - std::pow(beta1, double(t)), bc2 = 1.0 - std::pow(beta2, double(t));
-  return {float(lr / bc1), float(1.0 / std::sqrt(bc2)), float(eps), float(1.0 - lr * weight_decay), float(beta1),
-          float(beta2), max_norm};
-}
-
+// Fixed slices of the buffer, one block each: the order of the sum depends on n alone.
+inline constexpr int kNormBlocks = 1024;
 // Doubles of scratch grad_sum_squares needs.
-size_t grad_norm_scratch_size();
+inline size_t grad_norm_scratch_size() { return kNormBlocks; }
 
 // *sumsq (one device double) = Σ grads[i]², in a fixed order (see above). The norm is sqrt(*sumsq).
 void grad_sum_squares(CudaStream stream, double* sumsq, const float* grads, size_t n, double* scratch);
@@ -44,13 +28,14 @@ void grad_sum_squares(CudaStream stream, double* sumsq, const float* grads, size
 // gradient scaled in double and rounded once, as clip_grad_norm does). sumsq is a device double.
 void clip_grad_norm(CudaStream stream, float* grads, size_t n, const double* sumsq, double max_norm);
 
+// The step guard (Backend::step_guard): *halted_at = *step when it is still < 0 and one of values[0..n) is not
+// finite (all device memory; one thread)
+void step_guard(CudaStream stream, int32_t* halted_at, const int32_t* step, const double* values, int n);
 // One AdamW update of params (n) with moments m, v (n, zero before the first update), the decay mask (n: 1 where
-// weight decay applies) and the constants at `step` (device memory). When sumsq (device) is not null and
-// step->max_norm > 0, the gradients are clipped on the fly by the factor clip_grad_norm would apply (grads are not
-// modified). When *sumsq is not finite nothing is updated: the host reads the norm, sees it and stops the run with
-// the parameters as they were, as the CPU does. params_bf16 (n) or nullptr: also writes the bf16 copy of the new
-// parameters that the bf16 GEMMs read.
+// weight decay applies) and the step's coefficients c (device memory, computed on the host by adamw_coefficients, so
+// a captured graph replays the update unchanged while the schedule moves on). Nothing is updated while *halted_at
+// >= 0 (the guard stopped the run: the host reads it and reports the step). params_bf16 (n) or nullptr: also writes
+// the bf16 copy of the new parameters.
 void adamw_update(CudaStream stream, float* params, float* m, float* v, const float* grads, const uint8_t* decay,
-                  size_t n, const AdamWStep* step, const double* sumsq, Bf16* params_bf16);
-
+                  size_t n, const AdamWCoefficients* c, const int32_t* halted_at, Bf16* params_bf16);
 }  // namespace canonlab::cuda

@@ -421,7 +421,6 @@ void flash_attention_forward(CudaStream stream, float* out, float* lse, const fl
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 
-size_t flash_attention_scratch_size(int B, int Tn, int H) { return size_t(B > 0 ? B : 0) * (Tn > 0 ? Tn : 0) * H; }
 
 void flash_attention_backward(CudaStream stream, float* dq, float* dk, float* dv, int ld_dqkv, const float* dout,
                               const float* out, const float* lse, const float* q, const float* k, const float* v,
@@ -461,9 +460,6 @@ void attention_forward(CudaStream stream, float* out, float* probs, const float*
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 
-size_t attention_backward_scratch_size(int B, int Tn, int H) {
-  return size_t(B > 0 ? B : 0) * H * size_t(Tn > 0 ? Tn : 0) * size_t(Tn > 0 ? Tn : 0);
-}
 
 void attention_backward(CudaStream stream, float* dq, float* dk, float* dv, int ld_dqkv, const float* dout,
                         const float* probs, const float* q, const float* k, const float* v, int ld_qkv, int window,

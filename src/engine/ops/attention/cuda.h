@@ -30,7 +30,9 @@ void flash_attention_forward(CudaStream stream, float* out, float* lse, const fl
                              int ld_qkv, const float* alibi_slopes, int window, int B, int Tn, int H, int D,
                              float scale);
 // Floats of scratch flash_attention_backward needs: rowsum(dout ⊙ out) per query.
-size_t flash_attention_scratch_size(int B, int Tn, int H);
+inline size_t flash_attention_scratch_size(int B, int Tn, int H) {
+  return size_t(B > 0 ? B : 0) * (Tn > 0 ? Tn : 0) * H;
+}
 // out and lse as the forward wrote them; the same slopes, window and scale
 void flash_attention_backward(CudaStream stream, float* dq, float* dk, float* dv, int ld_dqkv, const float* dout,
                               const float* out, const float* lse, const float* q, const float* k, const float* v,
@@ -41,7 +43,9 @@ void flash_attention_backward(CudaStream stream, float* dq, float* dk, float* dv
 void attention_forward(CudaStream stream, float* out, float* probs, const float* q, const float* k, const float* v,
                        int ld_qkv, const float* alibi_slopes, int window, int B, int Tn, int H, int D, float scale);
 // Floats of scratch attention_backward needs: the (B, H, Tn, Tn) score gradients.
-size_t attention_backward_scratch_size(int B, int Tn, int H);
+inline size_t attention_backward_scratch_size(int B, int Tn, int H) {
+  return size_t(B > 0 ? B : 0) * H * size_t(Tn > 0 ? Tn : 0) * size_t(Tn > 0 ? Tn : 0);
+}
 void attention_backward(CudaStream stream, float* dq, float* dk, float* dv, int ld_dqkv, const float* dout,
                         const float* probs, const float* q, const float* k, const float* v, int ld_qkv, int window,
                         int B, int Tn, int H, int D, float scale, float* scratch);

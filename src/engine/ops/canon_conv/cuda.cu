@@ -29,7 +29,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kTileRows = 64;      // tokens per tile
+constexpr int kTileRows = kCanonTileRows;  // tokens per tile
 constexpr int kChannelTile = 32;   // channels per backward block (one warp's width: coalesced rows)
 constexpr int kRowGroups = 8;      // backward block: kChannelTile × kRowGroups threads
 constexpr size_t kDefaultSharedLimit = 48 << 10;  // static + dynamic shared memory a launch gets without opting in
@@ -37,13 +37,8 @@ constexpr size_t kDefaultSharedLimit = 48 << 10;  // static + dynamic shared mem
 // then needs (64 + 1023) × 32 floats of dynamic plus 4 KiB of static shared memory, 140 KiB: within sm_90's 227 KiB.
 constexpr int kMaxTaps = 1024;
 
-struct Tiles {
-  int per_seq, count;
-};
-Tiles tiles_for(int B, int Tn) {
-  const int per = (Tn + kTileRows - 1) / kTileRows;
-  return {per, B * per};
-}
+using Tiles = CanonTiles;
+Tiles tiles_for(int B, int Tn) { return canon_tiles(B, Tn); }
 
 __device__ __forceinline__ float activate(CanonActivation act, float x) {
   return act == CanonActivation::silu ? Silu::forward(x) : act == CanonActivation::elu ? Elu::forward(x) : x;
@@ -352,12 +347,6 @@ void canon_forward(CudaStream stream, float* out, float* pre_act, float* mean, f
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 
-size_t canon_backward_scratch_size(int B, int Tn, int C, int K) {
-  if (B <= 0 || Tn <= 0 || C <= 0) return 0;
-  const size_t partial = size_t(tiles_for(B, Tn).count) * C * (K + 2);
-  const size_t terms_floats = size_t(2) * B * Tn;
-  return partial + (terms_floats + 1) / 2;
-}
 
 void canon_backward(CudaStream stream, float* din, float* dweight, float* dnorm_w, float* dnorm_b, const float* dout,
                     const float* in, const float* weight, const float* pre_act, const float* norm_w, const float* mean,
@@ -408,9 +397,6 @@ void canon_conv_forward(CudaStream stream, float* out, const float* in, const fl
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 
-size_t canon_conv_backward_scratch_size(int B, int Tn, int C, int K, int G) {
-  return G == C ? canon_backward_scratch_size(B, Tn, C, K) : 0;
-}
 
 void canon_conv_backward(CudaStream stream, float* din, float* dweight, const float* dout, const float* in,
                          const float* weight, int B, int Tn, int C, int K, int G, double* scratch) {

@@ -26,7 +26,6 @@ enum class CanonNorm { none, rmsnorm, layernorm };
 void canon_conv_forward(CudaStream stream, float* out, const float* in, const float* weight, int B, int Tn, int C,
                         int K, int G);
 // Doubles of scratch canon_conv_backward needs (depthwise G == C uses the fused kernel's tiles; other G none).
-size_t canon_conv_backward_scratch_size(int B, int Tn, int C, int K, int G);
 // din: (B, Tn, C) written; dweight: (C, C/G, K) accumulated
 void canon_conv_backward(CudaStream stream, float* din, float* dweight, const float* dout, const float* in,
                          const float* weight, int B, int Tn, int C, int K, int G, double* scratch);
@@ -38,7 +37,25 @@ void canon_forward(CudaStream stream, float* out, float* pre_act, float* mean, f
                    const float* weight, const float* norm_w, const float* norm_b, int B, int Tn, int C, int K,
                    CanonActivation act, CanonNorm norm, float eps, bool residual);
 
-size_t canon_backward_scratch_size(int B, int Tn, int C, int K);
+// The fused kernels' tiles: (sequence, kCanonTileRows tokens), a function of the shapes alone.
+inline constexpr int kCanonTileRows = 64;
+struct CanonTiles {
+  int per_seq, count;
+};
+inline CanonTiles canon_tiles(int B, int Tn) {
+  const int per = (Tn + kCanonTileRows - 1) / kCanonTileRows;
+  return {per, B * per};
+}
+// Doubles of scratch canon_backward needs: per-tile partials of the parameter gradients and the per-token norm terms
+inline size_t canon_backward_scratch_size(int B, int Tn, int C, int K) {
+  if (B <= 0 || Tn <= 0 || C <= 0) return 0;
+  const size_t partial = size_t(canon_tiles(B, Tn).count) * C * (K + 2);
+  const size_t terms_floats = size_t(2) * B * Tn;
+  return partial + (terms_floats + 1) / 2;
+}
+inline size_t canon_conv_backward_scratch_size(int B, int Tn, int C, int K, int G) {
+  return G == C ? canon_backward_scratch_size(B, Tn, C, K) : 0;
+}
 // din: (B, Tn, C) written (dout added when residual); dweight (C, 1, K), dnorm_w (C) and dnorm_b (C) accumulated,
 // each skipped when null; dout: (B, Tn, C); the rest as saved by canon_forward.
 void canon_backward(CudaStream stream, float* din, float* dweight, float* dnorm_w, float* dnorm_b, const float* dout,

@@ -57,7 +57,8 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logit
   }
 }
 
-__global__ void masked_mean_kernel(double* loss, float* dlosses, const float* losses, const float* mask, int N) {
+__global__ void masked_mean_kernel(double* loss, float* dlosses, const float* losses, const float* mask, int N,
+                                   const double* denominator) {
   __shared__ double shared[kWarp];
   double total = 0, weight = 0;
   for (int i = threadIdx.x; i < N; i += blockDim.x) {
@@ -67,6 +68,7 @@ __global__ void masked_mean_kernel(double* loss, float* dlosses, const float* lo
   }
   total = block_sum(total, shared);
   weight = block_sum(weight, shared);
+  if (denominator && *denominator > 0) weight = *denominator;
   if (threadIdx.x == 0) *loss = weight > 0 ? total / weight : 0.0;
   if (dlosses)
     for (int i = threadIdx.x; i < N; i += blockDim.x) dlosses[i] = weight > 0 ? float(double(mask[i]) / weight) : 0.f;
@@ -87,8 +89,9 @@ void cross_entropy_backward(CudaStream stream, float* dlogits, const float* logi
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 
-void masked_mean_loss(CudaStream stream, double* loss, float* dlosses, const float* losses, const float* mask, int N) {
-  masked_mean_kernel<<<1, kMeanThreads, 0, stream>>>(loss, dlosses, losses, mask, N < 0 ? 0 : N);
+void masked_mean_loss(CudaStream stream, double* loss, float* dlosses, const float* losses, const float* mask, int N,
+                      const double* denominator) {
+  masked_mean_kernel<<<1, kMeanThreads, 0, stream>>>(loss, dlosses, losses, mask, N < 0 ? 0 : N, denominator);
   CANONLAB_CUDA_CHECK_LAUNCH();
 }
 

@@ -12,8 +12,10 @@ void cross_entropy_forward(CudaStream stream, float* losses, const float* logits
 void cross_entropy_backward(CudaStream stream, float* dlogits, const float* logits, const int* targets,
                             const float* dlosses, int N, int V);
 
-// loss (one double on the device) = Σ mask·losses / Σ mask over rows with mask != 0 (0 when the mask is all
-// zero); dlosses (N), when not null, = mask / Σ mask: what cross_entropy_backward takes. One block, fixed order.
-void masked_mean_loss(CudaStream stream, double* loss, float* dlosses, const float* losses, const float* mask, int N);
+// loss (one double on the device) = Σ mask·losses / W over rows with mask != 0, W = *denominator when that is
+// given and > 0 (a micro-batch of a larger batch), else Σ mask (0 when W is 0); dlosses (N), when not null, =
+// mask / W: what cross_entropy_backward takes. denominator: a device double or null. One block, fixed order.
+void masked_mean_loss(CudaStream stream, double* loss, float* dlosses, const float* losses, const float* mask, int N,
+                      const double* denominator);
 
 }  // namespace canonlab::cuda

@@ -6,10 +6,6 @@
 
 namespace canonlab::cuda {
 
-size_t delta_rule_scratch_bytes(int B, int Tn, int H, int K, int V, int chunk, bool backward) {
-  return delta_rule_element_scratch_bytes<float>(B, Tn, H, K, V, chunk, backward);
-}
-
 void delta_rule_forward(CudaStream stream, float* o, float* states, const float* q, const float* k, const float* v,
                         const float* beta, const float* g, int B, int Tn, int H, int K, int V, float scale, int chunk,
                         void* scratch) {
@@ -35,8 +31,6 @@ void delta_beta_backward(CudaStream stream, float* dlogit, const float* dbeta, c
                          double beta_scale) {
   delta_beta_backward_elements(DeviceLaunch{stream}, dlogit, dbeta, beta_logit, n, beta_scale);
 }
-
-size_t delta_decay_backward_scratch_size(int H) { return size_t(kRowBlocks) * H; }
 
 void delta_decay_backward(CudaStream stream, float* du, float* dA_log, float* ddt_bias, const float* dg,
                           const float* a_logit, const float* g, const float* A_log, const float* dt_bias, int N, int H,

@@ -8,11 +8,15 @@
 #include <cstddef>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/delta_rule/element_kernels.h"
+#include "engine/ops/element_kernels.h"
 
 namespace canonlab::cuda {
 
 // Bytes of scratch delta_rule_forward (backward = false) or delta_rule_backward needs; 256-byte aligned regions.
-size_t delta_rule_scratch_bytes(int B, int Tn, int H, int K, int V, int chunk, bool backward);
+inline size_t delta_rule_scratch_bytes(int B, int Tn, int H, int K, int V, int chunk, bool backward) {
+  return delta_rule_element_scratch_bytes<float>(B, Tn, H, K, V, chunk, backward);
+}
 
 // o: (B, Tn, H, V) written; states: delta_rule_states_size(B, Tn, H, K, V, chunk) floats, (B, H, nchunks, K, V),
 // written; q, k: (B, Tn, H, K) (L2-normalised by the caller); v: (B, Tn, H, V); beta: (B, Tn, H); g: (B, Tn, H) log
@@ -44,7 +48,7 @@ void delta_inputs_forward(CudaStream stream, float* q, float* k, float* v, float
 void delta_beta_backward(CudaStream stream, float* dlogit, const float* dbeta, const float* beta_logit, size_t n,
                          double beta_scale);
 // Doubles of scratch delta_decay_backward needs.
-size_t delta_decay_backward_scratch_size(int H);
+inline size_t delta_decay_backward_scratch_size(int H) { return size_t(kRowBlocks) * H; }
 // du: (N, H) written; dA_log, ddt_bias: (H) accumulated
 void delta_decay_backward(CudaStream stream, float* du, float* dA_log, float* ddt_bias, const float* dg,
                           const float* a_logit, const float* g, const float* A_log, const float* dt_bias, int N, int H,

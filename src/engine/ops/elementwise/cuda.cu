@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "engine/cuda/device_utils.cuh"
+#include "engine/cuda/launch.cuh"
 #include "engine/ops/elementwise/cuda.h"
+#include "engine/ops/elementwise/element_kernels.h"
 
 namespace canonlab::cuda {
 
@@ -177,6 +179,22 @@ void count_non_finite(CudaStream stream, int* count, const float* x, size_t n) {
   if (!n) return;
   count_non_finite_kernel<<<grid_for(n, kThreads, 1024), kThreads, 0, stream>>>(count, x, n);
   CANONLAB_CUDA_CHECK_LAUNCH();
+}
+
+void add_positions(CudaStream stream, float* x, const float* pe, int B, int Tn, int C) {
+  add_positions_elements(DeviceLaunch{stream}, x, pe, B, Tn, C);
+}
+
+void add_positions_backward(CudaStream stream, float* dpe, const float* dx, int B, int Tn, int C) {
+  add_positions_backward_elements(DeviceLaunch{stream}, dpe, dx, B, Tn, C);
+}
+
+void round_to_bf16(CudaStream stream, float* dst, const float* src, size_t n) {
+  round_to_bf16_elements(DeviceLaunch{stream}, dst, src, n);
+}
+
+void first_non_finite(CudaStream stream, int64_t* index, const float* x, size_t n, int64_t* scratch) {
+  first_non_finite_elements(DeviceLaunch{stream}, index, x, n, scratch);
 }
 
 }  // namespace canonlab::cuda

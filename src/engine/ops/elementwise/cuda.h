@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/element_kernels.h"
 
 namespace canonlab::cuda {
 
@@ -40,5 +41,15 @@ void convert_from_bf16(CudaStream stream, float* dst, const Bf16* src, size_t n)
 // *count = number of NaN or ±inf entries of x[0..n) (an integer count, exact and order-independent).
 // count is a device int.
 void count_non_finite(CudaStream stream, int* count, const float* x, size_t n);
+// ---- element kernels (element_kernels.h), bit for bit the CPU ops ----
+// Learned positions: x (B, Tn, C) += pe (Tn, C); dpe (Tn, C) += Σ_b dx[b] in sequence order
+void add_positions(CudaStream stream, float* x, const float* pe, int B, int Tn, int C);
+void add_positions_backward(CudaStream stream, float* dpe, const float* dx, int B, int Tn, int C);
+// dst = src rounded to bf16, kept as float (dst may alias src): the shadow weights of bf16 precision
+void round_to_bf16(CudaStream stream, float* dst, const float* src, size_t n);
+// int64s of scratch first_non_finite needs
+inline size_t first_non_finite_scratch_size() { return size_t(kRowBlocks); }
+// *index (a device int64) = the first index of a NaN or ±inf in x[0..n), or n when there is none
+void first_non_finite(CudaStream stream, int64_t* index, const float* x, size_t n, int64_t* scratch);
 
 }  // namespace canonlab::cuda

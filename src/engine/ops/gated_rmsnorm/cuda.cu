@@ -10,8 +10,6 @@ void gated_rmsnorm_forward(CudaStream stream, float* y, float* rstd, const float
   gated_rmsnorm_forward_elements(DeviceLaunch{stream}, y, rstd, x, z, w, N, G, Cg, Cw, eps, order);
 }
 
-size_t gated_rmsnorm_backward_scratch_size(int Cw) { return size_t(kRowBlocks) * Cw; }
-
 void gated_rmsnorm_backward(CudaStream stream, float* dx, float* dz, float* dw, const float* dy, const float* x,
                             const float* z, const float* w, const float* rstd, int N, int G, int Cg, int Cw,
                             GateOrder order, double* scratch) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/element_kernels.h"
 #include "engine/ops/gated_rmsnorm/gate_order.h"
 
 namespace canonlab::cuda {
@@ -14,7 +15,7 @@ namespace canonlab::cuda {
 void gated_rmsnorm_forward(CudaStream stream, float* y, float* rstd, const float* x, const float* z, const float* w,
                            int N, int G, int Cg, int Cw, float eps, GateOrder order);
 // Doubles of scratch gated_rmsnorm_backward needs.
-size_t gated_rmsnorm_backward_scratch_size(int Cw);
+inline size_t gated_rmsnorm_backward_scratch_size(int Cw) { return size_t(kRowBlocks) * Cw; }
 // dx, dz written (dz skipped when z is null); dw: (Cw) accumulated
 void gated_rmsnorm_backward(CudaStream stream, float* dx, float* dz, float* dw, const float* dy, const float* x,
                             const float* z, const float* w, const float* rstd, int N, int G, int Cg, int Cw,

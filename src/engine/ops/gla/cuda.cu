@@ -6,10 +6,6 @@
 
 namespace canonlab::cuda {
 
-size_t gla_scratch_bytes(int B, int Tn, int H, int K, int V, int chunk, bool backward) {
-  return gla_element_scratch_bytes<float>(B, Tn, H, K, V, chunk, backward);
-}
-
 void gla_forward(CudaStream stream, float* o, float* states, const float* q, const float* k, const float* v,
                  const float* g, int B, int Tn, int H, int K, int V, float scale, int chunk, void* scratch) {
   gla_forward_elements(DeviceLaunch{stream}, scratch, o, states, q, k, v, g, B, Tn, H, K, V, scale, chunk);

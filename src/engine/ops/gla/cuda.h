@@ -6,12 +6,15 @@
 #include <cstddef>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/gla/element_kernels.h"
 #include "engine/ops/gla/feature_map.h"
 
 namespace canonlab::cuda {
 
 // Bytes of scratch gla_forward (backward = false) or gla_backward needs; 256-byte aligned regions.
-size_t gla_scratch_bytes(int B, int Tn, int H, int K, int V, int chunk, bool backward);
+inline size_t gla_scratch_bytes(int B, int Tn, int H, int K, int V, int chunk, bool backward) {
+  return gla_element_scratch_bytes<float>(B, Tn, H, K, V, chunk, backward);
+}
 
 // o: (B, Tn, H, V) written; states: gla_states_size(B, Tn, H, K, V, chunk) floats, (B, H, nchunks, K, V), written;
 // q, k, g: (B, Tn, H, K), g <= 0 (log forget gates); v: (B, Tn, H, V)

@@ -16,20 +16,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kMinChunkRows = 64;
-constexpr int kMaxChunkRows = 2048;  // 4 floats per row in shared memory: 32 KB
-constexpr int kMaxChunks = 1024;     // exceeded only past kMaxChunks · kMaxChunkRows = 2M rows
-
-struct Chunks {
-  int rows;   // rows per chunk (the last may have fewer)
-  int count;  // number of chunks
-};
-// A function of N alone, so the reduction order (and the bits) never depend on the GPU.
-Chunks chunks_for(int N) {
-  int rows = (N + kMaxChunks - 1) / kMaxChunks;
-  rows = rows < kMinChunkRows ? kMinChunkRows : (rows > kMaxChunkRows ? kMaxChunkRows : rows);
-  return {rows, (N + rows - 1) / rows};
-}
+using Chunks = NormChunks;
+Chunks chunks_for(int N) { return norm_backward_chunks(N); }
 
 __global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int N, int C, float eps) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -175,11 +163,6 @@ void norm_backward(CudaStream stream, float* dx, float* dw, float* db, const flo
 }
 
 }  // namespace
-
-size_t norm_backward_scratch_size(int N, int C) {
-  if (N <= 0 || C <= 0) return 0;
-  return size_t(2) * chunks_for(N).count * C;
-}
 
 void rmsnorm_forward(CudaStream stream, float* y, float* rstd, const float* x, const float* w, int N, int C,
                      float eps) {

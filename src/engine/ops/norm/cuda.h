@@ -12,8 +12,24 @@
 
 namespace canonlab::cuda {
 
+// The backward's row chunks: a function of N alone, so the reduction order (and the bits) never depend on the GPU.
+inline constexpr int kNormMinChunkRows = 64;
+inline constexpr int kNormMaxChunkRows = 2048;  // 4 floats per row in shared memory: 32 KB
+inline constexpr int kNormMaxChunks = 1024;     // exceeded only past kNormMaxChunks · kNormMaxChunkRows = 2M rows
+struct NormChunks {
+  int rows;   // rows per chunk (the last may have fewer)
+  int count;  // number of chunks
+};
+inline NormChunks norm_backward_chunks(int N) {
+  int rows = (N + kNormMaxChunks - 1) / kNormMaxChunks;
+  rows = rows < kNormMinChunkRows ? kNormMinChunkRows : (rows > kNormMaxChunkRows ? kNormMaxChunkRows : rows);
+  return {rows, (N + rows - 1) / rows};
+}
 // Doubles of scratch the backward needs for N rows of C channels (pass nullptr when neither dw nor db is wanted).
-size_t norm_backward_scratch_size(int N, int C);
+inline size_t norm_backward_scratch_size(int N, int C) {
+  if (N <= 0 || C <= 0) return 0;
+  return size_t(2) * norm_backward_chunks(N).count * C;
+}
 
 // y, x: (N, C); rstd: (N) saved for backward; w: (C) or nullptr
 void rmsnorm_forward(CudaStream stream, float* y, float* rstd, const float* x, const float* w, int N, int C, float eps);

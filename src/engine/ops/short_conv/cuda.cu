@@ -15,8 +15,6 @@ void short_conv_act_backward(CudaStream stream, float* dpre, const float* dy, in
   short_conv_act_backward_elements(DeviceLaunch{stream}, dpre, dy, lddy, pre, N, C, silu);
 }
 
-size_t short_conv_bias_backward_scratch_size(int C) { return size_t(kRowBlocks) * C; }
-
 void short_conv_bias_backward(CudaStream stream, float* db, const float* dpre, int N, int C, double* scratch) {
   short_conv_bias_backward_elements(DeviceLaunch{stream}, db, dpre, N, C, scratch);
 }

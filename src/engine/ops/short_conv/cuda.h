@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/element_kernels.h"
 
 namespace canonlab::cuda {
 
@@ -16,7 +17,7 @@ void short_conv_bias_act_forward(CudaStream stream, float* y, int ldy, float* pr
 void short_conv_act_backward(CudaStream stream, float* dpre, const float* dy, int lddy, const float* pre, int N, int C,
                              bool silu);
 // Doubles of scratch short_conv_bias_backward needs.
-size_t short_conv_bias_backward_scratch_size(int C);
+inline size_t short_conv_bias_backward_scratch_size(int C) { return size_t(kRowBlocks) * C; }
 // db: (C) += Σ_rows dpre
 void short_conv_bias_backward(CudaStream stream, float* db, const float* dpre, int N, int C, double* scratch);
 

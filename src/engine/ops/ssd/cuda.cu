@@ -6,10 +6,6 @@
 
 namespace canonlab::cuda {
 
-size_t ssd_scratch_bytes(int B, int Tn, int H, int P, int G, int N, int chunk, bool backward) {
-  return ssd_element_scratch_bytes<float>(B, Tn, H, P, G, N, chunk, backward);
-}
-
 void ssd_forward(CudaStream stream, float* y, float* states, const float* x, const float* dt, const float* A,
                  const float* Bm, const float* Cm, int B, int Tn, int H, int P, int G, int N, int chunk, void* scratch) {
   ssd_forward_elements(DeviceLaunch{stream}, scratch, y, states, x, dt, A, Bm, Cm, B, Tn, H, P, G, N, chunk);
@@ -40,8 +36,6 @@ void ssd_decay_rates_backward(CudaStream stream, float* dA_log, const float* dA,
 void mamba2_skip_forward(CudaStream stream, float* y, const float* D, const float* x, int N, int H, int P) {
   mamba2_skip_forward_elements(DeviceLaunch{stream}, y, D, x, N, H, P);
 }
-
-size_t mamba2_split_backward_scratch_size(int H) { return size_t(kRowBlocks) * H; }
 
 void mamba2_split_backward(CudaStream stream, float* dxbc, int ld_dxbc, float* dmixed, float* ddt_bias, float* dD,
                            const float* dx, const float* dy, const float* dB, const float* dC, const float* dz,

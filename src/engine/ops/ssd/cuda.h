@@ -6,11 +6,15 @@
 #include <cstddef>
 
 #include "engine/cuda/types.h"
+#include "engine/ops/ssd/element_kernels.h"
+#include "engine/ops/element_kernels.h"
 
 namespace canonlab::cuda {
 
 // Bytes of scratch ssd_forward (backward = false) or ssd_backward needs; 256-byte aligned regions.
-size_t ssd_scratch_bytes(int B, int Tn, int H, int P, int G, int N, int chunk, bool backward);
+inline size_t ssd_scratch_bytes(int B, int Tn, int H, int P, int G, int N, int chunk, bool backward) {
+  return ssd_element_scratch_bytes<float>(B, Tn, H, P, G, N, chunk, backward);
+}
 
 // y, x: (B, Tn, H, P); dt: (B, Tn, H) (> 0); A: (H) (< 0); Bm, Cm: (B, Tn, G, N), head h uses group h / (H/G);
 // states: ssd_states_size(B, Tn, H, P, N, chunk) floats, the state before each chunk (written, read by backward).
@@ -42,7 +46,7 @@ void ssd_decay_rates_backward(CudaStream stream, float* dA_log, const float* dA,
 // y[n, h, :] += D[h] x[n, h, :]; y, x: (N, H·P)
 void mamba2_skip_forward(CudaStream stream, float* y, const float* D, const float* x, int N, int H, int P);
 // Doubles of scratch mamba2_split_backward needs.
-size_t mamba2_split_backward_scratch_size(int H);
+inline size_t mamba2_split_backward_scratch_size(int H) { return size_t(kRowBlocks) * H; }
 // dxbc rows = [dx + D·dy | dB | dC]; dmixed's z and dt columns; ddt_bias, dD: (H) accumulated
 void mamba2_split_backward(CudaStream stream, float* dxbc, int ld_dxbc, float* dmixed, float* ddt_bias, float* dD,
                            const float* dx, const float* dy, const float* dB, const float* dC, const float* dz,
