@@ -179,6 +179,14 @@ class ParameterStore {
     grads_.fill_zero();
     if (gemm_shadow) shadow_ = DeviceBuffer<T>(memory, total_);
   }
+  // Allocates values, gradients (and the shadow) without values to upload: a counting backend's store (the resource
+  // estimate), where nothing is ever read.
+  void finalize_unfilled(DeviceMemory& memory, bool gemm_shadow) {
+    finalized_ = true;
+    values_ = DeviceBuffer<T>(memory, total_);
+    grads_ = DeviceBuffer<T>(memory, total_);
+    if (gemm_shadow) shadow_ = DeviceBuffer<T>(memory, total_);
+  }
   // Draws and uploads in one go, in host memory (tests, stand-in models).
   void finalize(uint64_t seed) {
     const std::vector<T> initial = initial_values(seed);

@@ -29,6 +29,16 @@ std::vector<EvalBatch> make_eval_batches(const Task& task, const RunConfig& cfg)
   return batches;
 }
 
+EvalPass evaluation_pass(LanguageModel<float>& model, Arena& arena, const Batch& b) {
+  arena.reset();
+  StepContext<float> ctx{arena, model.backend()};
+  const int* tokens = ctx.upload(std::span<const int>(b.tokens));
+  const int* targets = ctx.upload(std::span<const int>(b.targets));
+  const float* mask = ctx.upload(std::span<const float>(b.loss_mask));
+  const float* logits = model.forward(ctx, tokens, b.B, b.T);
+  return {logits, masked_cross_entropy_value(ctx, logits, targets, mask, b.B * b.T, model.vocab_size())};
+}
+
 nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std::vector<EvalBatch>& batches,
                         const RunConfig& cfg, Arena& arena) {
   double loss_sum = 0, loss_weight = 0;
@@ -38,13 +48,9 @@ nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std
   for (const EvalBatch& eb : batches) {
     const Batch& b = eb.batch;
     const int N = b.B * b.T, V = model.vocab_size();
-    arena.reset();
-    StepContext<float> ctx{arena, model.backend()};
-    const int* tokens = ctx.upload(std::span<const int>(b.tokens));
-    const int* targets = ctx.upload(std::span<const int>(b.targets));
-    const float* mask = ctx.upload(std::span<const float>(b.loss_mask));
-    const float* logits = model.forward(ctx, tokens, b.B, b.T);
-    const double batch_loss = masked_cross_entropy_value(ctx, logits, targets, mask, N, V);
+    const EvalPass pass = evaluation_pass(model, arena, b);
+    const float* logits = pass.logits;
+    const double batch_loss = pass.loss;
     double lw = 0;
     for (float m : b.loss_mask) lw += m;
     loss_sum += batch_loss * lw;

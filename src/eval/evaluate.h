@@ -25,6 +25,14 @@ const float* logits_over_task_vocab(const float* logits, int rows, int model_voc
 // the same for every step, every resume and every thread count.
 std::vector<EvalBatch> make_eval_batches(const Task& task, const RunConfig& cfg);
 
+// One held-out batch through the model (the arena reset first): its logits (B, T, V) in the arena and its masked mean
+// loss. What evaluate() does per batch, and what the resource estimate counts for it.
+struct EvalPass {
+  const float* logits;
+  double loss;
+};
+EvalPass evaluation_pass(LanguageModel<float>& model, Arena& arena, const Batch& batch);
+
 // {"loss": mean masked loss over every suite, <task metrics>...}; capo_bits also gives capo_bits_per_param.
 nlohmann::json evaluate(LanguageModel<float>& model, const Task& task, const std::vector<EvalBatch>& batches,
                         const RunConfig& cfg, Arena& arena);

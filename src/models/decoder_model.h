@@ -65,6 +65,10 @@ class DecoderModel final : public LanguageModel<T> {
       : cfg_(cfg), backend_(std::move(backend)), m_(store_, cfg) {
     // A backend that lacks an op the config needs refuses it here, before the one parameter allocation.
     check_supported(*backend_, backend_->name(), needs());
+    if (backend_->counts_only()) {  // the resource estimate: the allocations, without drawing values nobody reads
+      store_.finalize_unfilled(backend_->memory(), backend_->precision() == Precision::bf16);
+      return;
+    }
     // Drawn on the host, adjusted there, then uploaded: the initial weights are the same on every device.
     std::vector<T> initial = store_.initial_values(seed);
     for (auto& block : m_.blocks) block->mixer().after_init(initial);

@@ -66,7 +66,8 @@ class DeltaNetMixer final : public SequenceMixer<T> {
                             beta_scale_);
     o_ = a.template alloc<T>(size_t(N) * Vd_);
     if (naive_) {
-      canonlab::delta_rule_forward_naive(o_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
+      if (!be.counts_only())  // the resource estimate's backend: allocations only
+        canonlab::delta_rule_forward_naive(o_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale());
     } else {
       states_ = a.template alloc<T>(be.delta_rule_states_size(B, Tn, H_, K_, V_, chunk_));
       be.delta_rule_forward_chunked(o_, states_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_, scale(), chunk_);
@@ -93,12 +94,12 @@ class DeltaNetMixer final : public SequenceMixer<T> {
     T* dv = a.template alloc<T>(size_t(N) * Vd_);
     T* dbeta = a.template alloc<T>(size_t(N) * H_);
     T* dg = gated_ ? a.template alloc<T>(size_t(N) * H_) : nullptr;
-    if (naive_)
-      canonlab::delta_rule_backward_naive(dq, dk, dv, dbeta, dg, do_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_,
-                                          scale());
-    else
+    if (!naive_)
       be.delta_rule_backward_chunked(dq, dk, dv, dbeta, dg, do_, states_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_,
                                      scale(), chunk_);
+    else if (!be.counts_only())  // the resource estimate's backend: allocations only
+      canonlab::delta_rule_backward_naive(dq, dk, dv, dbeta, dg, do_, q_, k_, v_, beta_, g_, B, Tn, H_, K_, V_,
+                                          scale());
     T* dtmp = a.template alloc<T>(size_t(N) * C_);
     // β = c · sigmoid(l)
     T* dlogit = a.template alloc<T>(size_t(N) * H_);

@@ -57,7 +57,8 @@ class GlaMixer final : public SequenceMixer<T> {
     be.gla_gate_forward(gk_, gk_logit_, size_t(N) * Kd_, normalizer_, clamp_min_);
     o_ = a.template alloc<T>(size_t(N) * Vd_);
     if (naive_) {
-      canonlab::gla_forward_naive(o_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
+      if (!be.counts_only())  // the resource estimate's backend: allocations only
+        canonlab::gla_forward_naive(o_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
     } else {
       states_ = a.template alloc<T>(be.gla_states_size(B, Tn, H_, K_, V_, chunk_));
       be.gla_forward_chunked(o_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
@@ -83,10 +84,10 @@ class GlaMixer final : public SequenceMixer<T> {
     T* dk = a.template alloc<T>(size_t(N) * Kd_);
     T* dv = a.template alloc<T>(size_t(N) * Vd_);
     T* dg = a.template alloc<T>(size_t(N) * Kd_);
-    if (naive_)
-      canonlab::gla_backward_naive(dq, dk, dv, dg, do_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
-    else
+    if (!naive_)
       be.gla_backward_chunked(dq, dk, dv, dg, do_, states_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale(), chunk_);
+    else if (!be.counts_only())  // the resource estimate's backend: allocations only
+      canonlab::gla_backward_naive(dq, dk, dv, dg, do_, q_, k_, v_, gk_, B, Tn, H_, K_, V_, scale());
     // gate: gk = clamp(logsigmoid(l) / normalizer)
     T* dlogit = a.template alloc<T>(size_t(N) * Kd_);
     be.gla_gate_backward(dlogit, dg, gk_logit_, size_t(N) * Kd_, normalizer_, clamp_min_);

@@ -93,7 +93,8 @@ class Mamba2Mixer final : public SequenceMixer<T> {
     be.ssd_decay_rates(A_, A_log_.value(), H);
     ssm_out_ = a.template alloc<T>(size_t(N) * Di);
     if (naive_) {
-      canonlab::ssd_forward_naive(ssm_out_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
+      if (!be.counts_only())  // the resource estimate's backend: allocations only
+        canonlab::ssd_forward_naive(ssm_out_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state);
     } else {
       states_ = a.template alloc<T>(be.ssd_states_size(B, Tn, H, P, s_.d_state, chunk_));
       be.ssd_forward_chunked(ssm_out_, states_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups, s_.d_state, chunk_);
@@ -129,12 +130,12 @@ class Mamba2Mixer final : public SequenceMixer<T> {
     T* dB = a.template alloc<T>(size_t(N) * GN);
     T* dC = a.template alloc<T>(size_t(N) * GN);
     T* dA = a.template alloc<T>(H);
-    if (naive_)
-      canonlab::ssd_backward_naive(dx, ddt, dA, dB, dC, dy, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups,
-                                   s_.d_state);
-    else
+    if (!naive_)
       be.ssd_backward_chunked(dx, ddt, dA, dB, dC, dy, states_, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups,
                               s_.d_state, chunk_);
+    else if (!be.counts_only())  // the resource estimate's backend: allocations only
+      canonlab::ssd_backward_naive(dx, ddt, dA, dB, dC, dy, x_, dt_, A_, Bm_, Cm_, B, Tn, H, P, s_.groups,
+                                   s_.d_state);
     be.ssd_decay_rates_backward(A_log_.grad(), dA, A_, H);  // A = −exp(A_log)
     // Reassemble the gradient of the (canon-mixed) in_proj row [z | xBC | dt], adding the D skip (y += D·x) to dx
     // on the way. Without the conv, dxBC goes straight into its columns of dmixed.

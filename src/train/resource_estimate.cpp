@@ -1,7 +1,8 @@
-// The resource estimate (train/resource_estimate.h, docs/resources.md). The arena tally below mirrors, allocation
-// by allocation, what the modules of src/nn take from the step arena; tests/unit/test_resource_estimate.cpp holds
-// it against Arena::high_water_bytes() after a real step for every family and Canon placement, so a module that
-// changes what it allocates without this file being updated fails there.
+// The resource estimate (train/resource_estimate.h, docs/resources.md). Its device memory is counted, not tallied:
+// the run's own model is built on a counting backend (engine/backend/counting_backend.h: the CPU's, or CudaBackend
+// over the CUDA layer that launches nothing) and stepped once, evaluated and probed, so every allocation the modules,
+// the arena, the optimizer and the backend make is the one the run will make, with no second copy of what they do.
+// tests/unit/test_resource_estimate.cpp holds it against a real step's arena and a real process's peak RSS.
 #include "train/resource_estimate.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "config/model_shapes.h"
@@ -17,24 +19,26 @@
 #include "data/lano.h"
 #include "data/task.h"
 #include "data/text.h"
+#include "engine/backend/counting_backend.h"
+#include "engine/backend/make_backend.h"
+#include "engine/comm/communicator.h"
+#include "engine/cuda/cuda_provider.h"
+#include "engine/cuda/gemm.h"
 #include "engine/error.h"
-#include "engine/ops/canon_conv/fused.h"
 #include "engine/ops/linear/fast.h"
 #include "engine/params.h"
 #include "engine/threads.h"
+#include "eval/evaluate.h"
 #include "eval/flops.h"
 #include "models/decoder_model.h"
 #include "models/mixers.h"
-#include "nn/block.h"
-#include "nn/canon.h"
-#include "nn/linear.h"
-#include "nn/norm.h"
+#include "train/adamw.h"
+#include "train/step.h"
 
 namespace canonlab {
 namespace {
 
 constexpr double kFloat = sizeof(float);
-constexpr double kArenaAlign = 64;  // engine/arena.cpp rounds every allocation up to whole 64-byte lines
 constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
 
 // What the process holds whatever the model: the binary and its libraries (oneDNN, OpenBLAS, libstdc++, yaml-cpp)
@@ -43,6 +47,9 @@ constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
 // 0.3 MiB and the Gated DeltaNet preset by about 1 MiB per thread (docs/resources.md#calibration).
 constexpr double kProcessBaseBytes = 16 * kMiB;
 constexpr double kPerThreadBytes = 1 * kMiB;
+// What a CUDA context holds on the GPU before anything is allocated (the driver's state, the loaded kernels, cuBLASLt's
+// handles): some hundreds of MiB on an H100 with CUDA 13. Not counted (no GPU here to ask); stated as such.
+constexpr double kCudaContextBytes = 512 * kMiB;
 
 // Fraction of the GEMM rate a whole training step reaches, by mixer, from BENCHMARKS.md: model GFLOP/s of
 // `bench-step` (4 layers, d_model 128, T = 255, 2 threads) over oneDNN's sgemm rate there (199 GFLOP/s):
@@ -61,327 +68,82 @@ constexpr double kCanonEfficiency = 0.8;
 
 bool has_canon(const ModelConfig& m, char letter) { return m.canon.set.find(letter) != std::string::npos; }
 
-// The step arena's bookkeeping without the memory: allocations accumulate, mark/release drop back (engine/arena.h).
-// Sizes in double: an absurd config must give an absurd number, not an overflowed small one.
-class ArenaTally {
- public:
-  void floats(double count) {
-    in_use_ += std::ceil(std::max(count * kFloat, 1.0) / kArenaAlign) * kArenaAlign;
-    high_water_ = std::max(high_water_, in_use_);
-  }
-  double mark() const { return in_use_; }
-  void release(double mark) { in_use_ = mark; }
-  double high_water() const { return high_water_; }
-
- private:
-  double in_use_ = 0, high_water_ = 0;
+// One run of the model on a counting backend, in the order a training process goes: built (parameters, gradients,
+// the bf16 shadow), the step's state (AdamW moments, the decay mask, the step's inputs and scalars, the micro-batches'
+// gradient sum), one step (the arena; a GPU's workspace), an evaluation pass of a whole batch on the same arena, and
+// the IPMR probe's forward, probabilities kept, in an arena of its own. Nothing is computed and nothing is allocated
+// but the counts.
+struct CountedRun {
+  double model = 0;           // parameters, gradients (and the bf16 shadow; a GPU's packed bf16 copy)
+  double step_state = 0;      // 0 unless training
+  double arena = 0;           // the step's arena: training and evaluation share it
+  double probe_arena = 0;     // the probe's arena (0 without a probe)
+  double other = 0;           // the rest of the device peak: the backend's own buffers, module constants, arena slack
+  double peak = 0;            // the counting memory's peak over the whole sequence
 };
 
-// One forward (and backward) pass of DecoderModel over (B, T) tokens, as arena allocations. Each method is named
-// after the module function it mirrors and allocates what that function allocates, in its order.
-class StepArena {
- public:
-  // fp32: dynamic Canon takes the backend's low-rank op (the CPU's, fp32 only), which keeps no offsets Δ
-  // keep_probs: a probe's forward, which asks attention for its (B, H, T, T) probabilities
-  StepArena(const ModelConfig& m, double B, double T, int threads, bool fp32, bool keep_probs = false)
-      : m_(m), B_(B), T_(T), N_(B * T), n_(B * T * m.d_model), threads_(threads), lowrank_dynamic_(fp32),
-        keep_probs_(keep_probs), letters_(mixer_letters(m)) {}
-
-  // The batch uploaded to the device (StepContext::upload): tokens, and for the loss its targets and mask, 4 bytes
-  // each (train/step.h, eval/evaluate.cpp; the probes upload tokens only).
-  void upload_batch(bool with_loss) {
-    alloc(N_);
-    if (with_loss) alloc(N_), alloc(N_);
-  }
-  // DecoderModel::forward
-  void forward() {
-    alloc(n_);  // token embeddings
-    for (int l = 0; l < m_.n_layers; l++) {
-      alloc(n_);
-      block_forward(letters_[size_t(l)], l);
-      if (cross_layer(l)) alloc(n_), cross_layer_canon_forward();  // the connection's branch, then its CanonLayer
-    }
-    alloc(n_);
-    norm_forward(m_.norm);
-    alloc(N_ * m_.vocab_size);  // logits
-  }
-  // masked_cross_entropy (train/loss.h)
-  void loss(bool with_grad) {
-    alloc(N_);
-    if (with_grad) alloc(N_), alloc(N_ * m_.vocab_size);
-  }
-  // DecoderModel::backward: three residual-stream buffers (four with cross-layer Canon), then each block's
-  // temporaries, released after it; a cross-layer connection's CanonLayer keeps its backward scratch.
-  void backward() {
-    alloc(n_), alloc(n_), alloc(n_);
-    if (!m_.canon.cross_layer.layers.empty()) alloc(n_);
-    for (int l = m_.n_layers; l-- > 0;) {
-      const double mark = arena_.mark();
-      block_backward(letters_[size_t(l)], l);
-      arena_.release(mark);
-      if (cross_layer(l)) cross_layer_canon_backward();
-    }
-  }
-  double high_water() const { return arena_.high_water(); }
-
- private:
-  void alloc(double floats) { arena_.floats(floats); }
-
-  void norm_forward(const std::string& kind) {
-    alloc(N_);  // rstd
-    if (kind == "layernorm") alloc(N_);  // mean
-  }
-
-  // model.canon's layers (A-D) or a cross-layer connection's (depthwise, its own kernel, activation and norm, never
-  // dynamic).
-  void canon_forward(double channels) {
-    canon_forward(channels, m_.canon.activation, m_.canon.norm, m_.canon.dynamic);
-  }
-  void canon_backward(double channels) {
-    canon_backward(channels, m_.canon.kernel_size, m_.canon.groups <= 0 ? int(channels) : m_.canon.groups,
-                   m_.canon.activation, m_.canon.norm, m_.canon.dynamic);
-  }
-  void cross_layer_canon_forward() {
-    canon_forward(m_.d_model, m_.canon.cross_layer.activation, m_.canon.cross_layer.norm, 0);
-  }
-  void cross_layer_canon_backward() {
-    canon_backward(m_.d_model, m_.canon.cross_layer.kernel_size, m_.d_model, m_.canon.cross_layer.activation,
-                   m_.canon.cross_layer.norm, 0);
-  }
-  // CanonLayer on the CPU: the fused op where it pays (CanonEpilogue::fusion_pays) and the layer is static, else
-  // the separate passes, each stage's output kept. (The residual does not change what either keeps.)
-  static CanonEpilogue epilogue(const std::string& activation, const std::string& norm) {
-    CanonEpilogue ep;
-    ep.activation = activation == "silu" ? CanonActivation::silu
-                    : activation == "elu" ? CanonActivation::elu
-                                          : CanonActivation::none;
-    ep.norm = norm == "layernorm" ? CanonNorm::layernorm : norm == "rmsnorm" ? CanonNorm::rmsnorm : CanonNorm::none;
-    return ep;
-  }
-  static bool fused(const CanonEpilogue& ep, int dynamic) { return dynamic == 0 && ep.fusion_pays(); }
-  void canon_forward(double channels, const std::string& activation, const std::string& norm, int dynamic) {
-    const CanonEpilogue ep = epilogue(activation, norm);
-    if (!fused(ep, dynamic)) {
-      alloc(N_ * channels);  // conv output
-      if (dynamic > 0) {  // z kept; without the low-rank op Δ is a temporary, released at once (nn/dynamic_canon.h)
-        alloc(N_ * dynamic);
-        if (!lowrank_dynamic_) {
-          const double mark = arena_.mark();
-          alloc(N_ * channels * m_.canon.kernel_size);
-          arena_.release(mark);
-        }
-      }
-      if (activation != "none") alloc(N_ * channels);
-      if (norm != "none") alloc(N_ * channels), norm_forward(norm);
-      return;
-    }
-    if (ep.saves_conv()) alloc(N_ * channels);
-    if (norm != "none") alloc(N_);       // rstd
-    if (norm == "layernorm") alloc(N_);  // mean
-  }
-  void canon_backward(double channels, double K, int groups, const std::string& activation,
-                      const std::string& norm, int dynamic) {
-    const CanonEpilogue ep = epilogue(activation, norm);
-    if (!fused(ep, dynamic)) {
-      if (norm != "none") alloc(N_ * channels);
-      if (activation != "none") alloc(N_ * channels);
-      if (dynamic > 0 && lowrank_dynamic_)  // dz, the map's dx (nn/dynamic_canon.h)
-        alloc(N_ * dynamic), alloc(N_ * channels);
-      else if (dynamic > 0)  // Δ recomputed, dΔ, dz, the map's dx
-        alloc(N_ * channels * K), alloc(N_ * channels * K), alloc(N_ * dynamic), alloc(N_ * channels);
-      return;
-    }
-    alloc(double(canon_fused_scratch_size(int(B_), int(T_), int(channels), int(K), groups, ep)));
-  }
-  bool cross_layer(int l) const { return std::ranges::count(m_.canon.cross_layer.layers, l) > 0; }
-
-  void short_conv_forward(double channels) { alloc(N_ * channels), alloc(N_ * channels); }
-  // The owners always pass a strided dx (a column block of a wider row), which takes a contiguous copy.
-  void short_conv_backward(double channels) { alloc(N_ * channels), alloc(N_ * channels); }
-
-  void block_forward(char letter, int layer) {
-    norm_forward(m_.norm), alloc(n_);
-    if (has_canon(m_, 'A')) alloc(n_), canon_forward(m_.d_model);
-    alloc(n_);
-    mixer_forward(letter, layer);
-    if (!layer_has_mlp(m_, letter)) return;
-    alloc(n_), alloc(n_);
-    norm_forward(m_.norm);
-    if (has_canon(m_, 'C')) alloc(n_), canon_forward(m_.d_model);
-    alloc(n_);
-    mlp_forward();
-  }
-  void block_backward(char letter, int layer) {
-    alloc(n_);
-    if (layer_has_mlp(m_, letter)) {
-      alloc(n_);
-      mlp_backward();
-      if (has_canon(m_, 'C')) alloc(n_), canon_backward(m_.d_model);
-    }
-    alloc(n_);
-    mixer_backward(letter, layer);
-    if (has_canon(m_, 'A')) alloc(n_), canon_backward(m_.d_model);
-  }
-
-  double mlp_width() const { return m_.mlp.kind == "swiglu" ? 2.0 * m_.mlp.hidden_dim : m_.mlp.hidden_dim; }
-  void mlp_forward() {
-    alloc(N_ * mlp_width());
-    if (has_canon(m_, 'D')) alloc(N_ * mlp_width()), canon_forward(mlp_width());
-    alloc(N_ * m_.mlp.hidden_dim);
-  }
-  void mlp_backward() {
-    alloc(N_ * m_.mlp.hidden_dim), alloc(N_ * mlp_width());
-    if (has_canon(m_, 'D')) alloc(N_ * mlp_width()), canon_backward(mlp_width());
-    if (m_.mlp.kind == "swiglu" && m_.mlp.bias) alloc(n_);  // gate and up cannot run as one GEMM
-  }
-
-  void mixer_forward(char letter, int layer) {
-    if (is_attention_letter(letter)) return attention_forward(layer);
-    if (letter == 'M') return mamba2_forward();
-    if (letter == 'G') return gla_forward();
-    return delta_forward(letter == 'D');
-  }
-  void mixer_backward(char letter, int layer) {
-    if (is_attention_letter(letter)) return attention_backward(layer);
-    if (letter == 'M') return mamba2_backward();
-    if (letter == 'G') return gla_backward();
-    return delta_backward(letter == 'D');
-  }
-
-  bool key_shifted(int layer) const { return std::ranges::count(m_.attention.key_shift.layers, layer) > 0; }
-  void attention_forward(int layer) {
-    if (key_shifted(layer)) alloc(n_);
-    alloc(3 * n_);  // q | k | v
-    if (has_canon(m_, 'B')) alloc(3 * n_), canon_forward(3.0 * m_.d_model);
-    if (m_.attention.position == "rope") alloc(3 * n_);
-    if (m_.attention.scoring == "sign_ste") alloc(3 * n_);
-    if (m_.attention.position == "alibi") alloc(m_.n_heads);  // the slopes, uploaded
-    alloc(n_);
-    alloc(B_ * m_.n_heads * T_ * 2);                       // the softmax state, kept for backward
-    if (keep_probs_) alloc(B_ * m_.n_heads * T_ * T_);     // the probabilities, for the probe that asked
-    const double mark = arena_.mark();
-    alloc(double(threads_) * 2 * T_ * T_);                 // attention_scratch_size, given back after the op
-    arena_.release(mark);
-  }
-  void attention_backward(int layer) {
-    alloc(n_), alloc(3 * n_);
-    alloc(double(threads_) * 2 * T_ * T_);  // attention_scratch_size
-    if (has_canon(m_, 'B')) alloc(3 * n_), canon_backward(3.0 * m_.d_model);
-    if (key_shifted(layer) || m_.attention.qkv_bias) alloc(n_);  // q, k, v not one GEMM
-  }
-
-  bool chunked() const { return m_.recurrent.kernel != "naive"; }
-  // ssd_states_size, gla_states_size, delta_rule_states_size: one (K, V) state per sequence, head and chunk.
-  double chunk_states(double heads, double k, double v) const {
-    return B_ * heads * std::ceil(T_ / m_.recurrent.chunk_size) * k * v;
-  }
-
-  void mamba2_forward() {
-    const Mamba2Shape s = mamba2_shape(m_);
-    const double GN = double(s.groups) * s.d_state;
-    alloc(N_ * s.d_in_proj);
-    if (has_canon(m_, 'B')) alloc(N_ * s.d_in_proj), canon_forward(s.d_in_proj);
-    if (has_canon(m_, 'b')) alloc(N_ * s.conv_dim), short_conv_forward(s.conv_dim);
-    alloc(N_ * s.d_inner), alloc(N_ * GN), alloc(N_ * GN), alloc(N_ * s.d_inner), alloc(N_ * s.heads);  // x B C z dt
-    alloc(s.heads);  // A
-    alloc(N_ * s.d_inner);
-    if (chunked()) alloc(chunk_states(s.heads, s.headdim, s.d_state));
-    alloc(N_ * s.groups), alloc(N_ * s.d_inner);  // rstd, normed
-  }
-  void mamba2_backward() {
-    const Mamba2Shape s = mamba2_shape(m_);
-    const double GN = double(s.groups) * s.d_state;
-    for (int i = 0; i < 4; i++) alloc(N_ * s.d_inner);  // dnormed dy dz dx
-    alloc(N_ * s.heads), alloc(N_ * GN), alloc(N_ * GN);
-    alloc(s.heads);  // dA
-    alloc(N_ * s.d_in_proj);
-    if (has_canon(m_, 'b')) alloc(N_ * s.conv_dim), short_conv_backward(s.conv_dim);
-    if (has_canon(m_, 'B')) alloc(N_ * s.d_in_proj), canon_backward(s.d_in_proj);
-  }
-
-  void qkv_inputs_forward(const QkvShape& s, bool silu_without_conv) {
-    const double W = 2.0 * s.key_width + s.value_width;
-    alloc(N_ * W);
-    if (has_canon(m_, 'b')) {
-      alloc(N_ * W);
-      short_conv_forward(s.key_width), short_conv_forward(s.key_width), short_conv_forward(s.value_width);
-    } else if (silu_without_conv) {
-      alloc(N_ * W);
-    }
-    if (has_canon(m_, 'B')) alloc(N_ * W), canon_forward(W);
-  }
-  void qkv_inputs_backward(const QkvShape& s, bool silu_without_conv) {
-    const double W = 2.0 * s.key_width + s.value_width;
-    if (has_canon(m_, 'B')) alloc(N_ * W), canon_backward(W);
-    if (has_canon(m_, 'b')) {
-      alloc(N_ * W);
-      short_conv_backward(s.key_width), short_conv_backward(s.key_width), short_conv_backward(s.value_width);
-    } else if (silu_without_conv) {
-      alloc(N_ * W);
-    }
-  }
-
-  void gated_output_forward(double value_width, bool gate) {
-    if (gate) alloc(N_ * value_width);
-    alloc(N_ * m_.n_heads), alloc(N_ * value_width);
-  }
-  void gated_output_backward(double value_width, bool gate) {
-    alloc(N_ * value_width);
-    if (gate) alloc(N_ * value_width), alloc(n_);
-  }
-
-  void gla_forward() {
-    const QkvShape s = qkv_shape(m_, 'G');
-    const double rank = m_.gla.gate_low_rank_dim;
-    qkv_inputs_forward(s, false);
-    alloc(N_ * s.key_width), alloc(N_ * s.key_width), alloc(N_ * s.value_width);  // q k v
-    alloc(N_ * rank), alloc(N_ * s.key_width), alloc(N_ * s.key_width);          // gate low, logit, gate
-    alloc(N_ * s.value_width);
-    if (chunked()) alloc(chunk_states(m_.n_heads, s.head_k, s.head_v));
-    gated_output_forward(s.value_width, m_.gla.output_gate);
-  }
-  void gla_backward() {
-    const QkvShape s = qkv_shape(m_, 'G');
-    alloc(N_ * s.value_width);
-    gated_output_backward(s.value_width, m_.gla.output_gate);
-    alloc(N_ * s.key_width), alloc(N_ * s.key_width), alloc(N_ * s.value_width);  // dq dk dv
-    alloc(N_ * s.key_width), alloc(N_ * s.key_width);                            // dg, dlogit
-    alloc(N_ * m_.gla.gate_low_rank_dim), alloc(n_);                             // dlow, dtmp
-    alloc(N_ * (2.0 * s.key_width + s.value_width));
-    qkv_inputs_backward(s, false);
-  }
-
-  void delta_forward(bool gated) {
-    const QkvShape s = qkv_shape(m_, gated ? 'D' : 'N');
-    const double H = m_.n_heads;
-    qkv_inputs_forward(s, true);
-    alloc(N_ * s.key_width), alloc(N_ * s.key_width), alloc(N_ * s.value_width);  // q k v
-    alloc(N_ * H), alloc(N_ * H), alloc(N_ * H), alloc(N_ * H);                  // rstd q, k; beta logit, beta
-    if (gated) alloc(N_ * H), alloc(N_ * H);                                      // a logit, decay
-    alloc(N_ * s.value_width);
-    if (chunked()) alloc(chunk_states(H, s.head_k, s.head_v));
-    gated_output_forward(s.value_width, m_.delta.output_gate);
-  }
-  void delta_backward(bool gated) {
-    const QkvShape s = qkv_shape(m_, gated ? 'D' : 'N');
-    const double H = m_.n_heads;
-    alloc(N_ * s.value_width);
-    gated_output_backward(s.value_width, m_.delta.output_gate);
-    alloc(N_ * s.key_width), alloc(N_ * s.key_width), alloc(N_ * s.value_width), alloc(N_ * H);  // dq dk dv dbeta
-    if (gated) alloc(N_ * H);
-    alloc(n_), alloc(N_ * H);  // dtmp, dlogit
-    alloc(N_ * (2.0 * s.key_width + s.value_width));
-    qkv_inputs_backward(s, true);
-  }
-
-  const ModelConfig& m_;
-  double B_, T_, N_, n_;
-  int threads_;
-  bool lowrank_dynamic_;
-  bool keep_probs_;
-  std::string letters_;
-  ArenaTally arena_;
+struct CountPlan {
+  std::string device = "cpu";
+  Precision precision = Precision::fp32;
+  int threads = 1;
+  bool train = false;
+  int micro_batches = 1, micro_rows = 0;  // training: the step's micro-batches of micro_rows sequences
+  int eval_rows = 0;                      // an evaluation pass of eval_rows sequences (0: none)
+  int probe_rows = 0;                     // a probe's forward of probe_rows sequences with probabilities (0: none)
+  int T = 0;
 };
+
+// The engine indexes a step's tokens with int (check_resources refuses more); beyond this a count would first build
+// batches of that size on the host, and a run that large is refused for its memory anyway.
+constexpr double kMaxCountedTokens = double(1 << 26);
+
+CountedRun count_run(const ModelConfig& m, uint64_t seed, const TrainConfig& train_cfg, const CountPlan& plan) {
+  CountingMemory memory(parse_device(plan.device).value_or(DeviceSpec{}).device);
+  CountedRun r;
+  const std::shared_ptr<Backend<float>> backend =
+      make_counting_backend(plan.device, plan.precision, memory, plan.threads);
+  const std::unique_ptr<LanguageModel<float>> model = build_model<float>(m, seed, backend);
+  r.model = memory.live_bytes();
+  Arena arena(memory);
+  ActivationTrace<float> trace;
+  AdamWState opt;
+  SingleProcess single;
+  std::optional<DeviceBuffer<uint8_t>> decay;
+  std::optional<TrainStep> step;
+  if (plan.train) {
+    decay.emplace(memory, model->params().total());
+    step.emplace(*model, arena, trace, opt, *decay, train_cfg, single,
+                 BatchSplit{1, 0, plan.micro_batches, plan.micro_rows}, plan.T);
+    r.step_state = memory.live_bytes() - r.model;
+    step->enqueue_on_current_inputs();
+  }
+  if (plan.eval_rows > 0) {
+    Batch batch;
+    batch.resize(plan.eval_rows, plan.T);
+    evaluation_pass(*model, arena, batch);
+  }
+  r.arena = double(arena.high_water_bytes());
+  if (plan.probe_rows > 0) {  // the IPMR probe: tokens uploaded, forward with each attention layer's probabilities
+    Arena probe(memory);
+    Batch batch;
+    batch.resize(plan.probe_rows, plan.T);
+    StepContext<float> ctx{probe, *backend};
+    ctx.on_attention_probs = [](int, const float*, int, int, int) {};
+    model->forward(ctx, ctx.upload(std::span<const int>(batch.tokens)), plan.probe_rows, plan.T);
+    r.probe_arena = double(probe.high_water_bytes());
+  }
+  r.peak = memory.peak_bytes();
+  r.other = std::max(0.0, r.peak - r.model - r.step_state - r.arena - r.probe_arena);
+  return r;
+}
+
+CountPlan plan_for(const RunConfig& cfg, int threads) {
+  CountPlan plan;
+  plan.device = cfg.train.device;
+  plan.precision = parse_precision(cfg.train.precision);
+  plan.threads = threads;
+  return plan;
+}
 
 double batch_bytes(double B, double T) {
   return B * T * (3 * sizeof(int) + 2 * sizeof(float));  // Batch: tokens, targets, score_tag; loss and score masks
@@ -508,29 +270,37 @@ uint64_t count_parameters(const ModelConfig& m) {
 }
 
 double training_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool fp32) {
-  StepArena step(model, batch, seq_len, threads, fp32);
-  step.upload_batch(true);
-  step.forward();
-  step.loss(true);
-  step.backward();
-  return step.high_water();
+  CountPlan plan;
+  plan.precision = fp32 ? Precision::fp32 : Precision::bf16;
+  plan.threads = threads;
+  plan.train = true;
+  plan.micro_rows = batch;
+  plan.T = seq_len;
+  TrainConfig train;
+  train.batch_size = batch;
+  return count_run(model, 1, train, plan).arena;
 }
 
 double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, int threads, bool with_loss, bool fp32) {
-  StepArena step(model, batch, seq_len, threads, fp32, /*keep_probs=*/!with_loss);  // the probes' forwards: no loss
-  step.upload_batch(with_loss);
-  step.forward();
-  if (with_loss) step.loss(false);
-  return step.high_water();
+  CountPlan plan;
+  plan.precision = fp32 ? Precision::fp32 : Precision::bf16;
+  plan.threads = threads;
+  plan.T = seq_len;
+  (with_loss ? plan.eval_rows : plan.probe_rows) = batch;  // the probes' forwards: no loss, probabilities kept
+  const CountedRun c = count_run(model, 1, TrainConfig{}, plan);
+  return with_loss ? c.arena : c.probe_arena;
 }
 
 ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   const ModelConfig& m = cfg.model;
   const TrainConfig& t = cfg.train;
-  const bool fp32 = t.precision == "fp32";
   ResourceEstimate e;
   e.purpose = purpose;
   e.threads = resolved_threads(cfg);
+  const DeviceSpec device = parse_device(t.device).value_or(DeviceSpec{});
+  e.device = device.device;
+  e.device_name = t.device;
+  const bool gpu = e.device == Device::cuda;
   // A generated Lano grammar is not built here (at the limits that takes seconds, and --dry-run is to be instant):
   // its size is the most its keys allow, and the rest the estimate asks of the task follows from the config.
   const bool generated_grammar = cfg.task.name == "lano" && cfg.task.lano.grammar == "generate";
@@ -541,33 +311,31 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
   e.seq_len = shape.seq_len;
   e.seq_len_key = cfg.task.name == "copy" ? "task.n_symbols (T = 2n + 1)" : "task.context";
   e.parameters = count_parameters(m);
+  e.tokens_per_step = B * T;
   const double P = double(e.parameters);
   const bool training = purpose == Purpose::train || purpose == Purpose::resume;
   const std::string model_keys = parameter_keys(m);
   const std::string seq_key = cfg.task.name == "copy" ? "task.n_symbols" : "task.context";
+  const std::string batch_keys = "train.batch_size, " + seq_key;
 
   using enum MemoryPhase;
   std::vector<MemoryItem>& items = e.items;
-  auto add = [&](std::string what, double bytes, std::string keys, MemoryPhase phase) {
-    if (bytes > 0) items.push_back({std::move(what), bytes, std::move(keys), phase});
+  // on_device: in the run's device memory (a GPU's; for the CPU, host RAM all the same)
+  auto add = [&](std::string what, double bytes, std::string keys, MemoryPhase phase, bool on_device) {
+    if (bytes > 0) items.push_back({std::move(what), bytes, std::move(keys), phase, gpu && on_device});
   };
   add("process: binary, libraries, " + std::to_string(e.threads) + " OpenMP thread stacks and GEMM buffers",
-      kProcessBaseBytes + kPerThreadBytes * e.threads, "train.threads", whole_run);
-  add("parameters (fp32)", P * kFloat, model_keys, whole_run);
-  add("gradients (fp32)", P * kFloat, model_keys, whole_run);
-  const bool bf16 = t.precision == "bf16";
-  if (bf16) add("bf16 shadow of the weights (the GEMMs' inputs, as fp32 values)", P * kFloat, model_keys, whole_run);
-  if (training) add("AdamW moments m, v (fp32) and the weight-decay mask", P * (2 * kFloat + 1), model_keys, whole_run);
+      kProcessBaseBytes + kPerThreadBytes * e.threads, "train.threads", whole_run, false);
   if (purpose == Purpose::resume)
-    add("resume: the model and optimizer checkpoint files, read whole", 3 * P * kFloat, model_keys, loading);
+    add("resume: the model and optimizer checkpoint files, read whole", 3 * P * kFloat, model_keys, loading, false);
   if (purpose == Purpose::eval || purpose == Purpose::probe)
-    add("checkpoint: the model file, read whole", P * kFloat, model_keys, loading);
+    add("checkpoint: the model file, read whole", P * kFloat, model_keys, loading, false);
   // A plain text file is held in memory whole; a data directory's shards are memory-mapped (page cache the kernel
   // reclaims, not resident memory), so only its tokenizer's tables count.
   if (const auto* text = dynamic_cast<const TextTask*>(task.get()))
     add(text->from_data_directory() ? "task data: the tokenizer's tables (token shards are memory-mapped, not resident)"
                                     : "task data: the text file, read whole",
-        text->resident_bytes(), "task.text.path", whole_run);
+        text->resident_bytes(), "task.text.path", whole_run, false);
 
   if (cfg.task.name == "lano") {
     const auto* lano = dynamic_cast<const LanoTask*>(task.get());
@@ -576,72 +344,94 @@ ResourceEstimate estimate_resources(const RunConfig& cfg, Purpose purpose) {
         lano ? "task.lano.grammar" : "task.lano.num_sym, task.lano.deg_max, task.lano.len_max, task.lano.depth";
     add(std::string("task data: the Lano grammar and its parser's productions") +
             (lano ? "" : " (generated: the most its keys allow)"),
-        grammar_bytes(size), grammar_keys, whole_run);
+        grammar_bytes(size), grammar_keys, whole_run, false);
     // lano_acc parses one generated sentence at a time; the sampler never goes past model.max_seq_len.
     const int sentence = std::min(lano_max_sentence(cfg.task), m.max_seq_len - 1);
     add("lano_acc: the parser's table for one generated sentence of up to " + std::to_string(sentence) + " tokens",
-        parse_table_bytes(size, sentence), "task.lano.max_sentence, " + seq_key + ", " + grammar_keys, running);
+        parse_table_bytes(size, sentence), "task.lano.max_sentence, " + seq_key + ", " + grammar_keys, running, false);
   }
-
-  const double suites = task ? double(task->eval_suites().size()) : 1.0;  // LanoTask: one suite
-  const std::string batch_keys = "train.batch_size, " + seq_key;
-  if (training) {
-    // With micro-batches the arena holds one micro-batch's step, unless evaluating a whole batch needs more.
-    const int micro_rows = t.batch_size / std::max(1, t.micro_batches);
-    e.training_arena_bytes = training_arena_bytes(m, micro_rows, e.seq_len, e.threads, fp32);
-    if (t.micro_batches > 1)
-      e.training_arena_bytes = std::max(e.training_arena_bytes,
-                                        forward_arena_bytes(m, t.batch_size, e.seq_len, e.threads, true, fp32));
-    add(t.micro_batches > 1 ? "activation arena: one micro-batch's forward + backward (evaluation reuses it)"
-                            : "activation arena: one training step, forward + backward (evaluation reuses it)",
-        e.training_arena_bytes,
-        arena_keys(m, B, T, e.threads, seq_key, e.training_arena_bytes) +
-            (t.micro_batches > 1 ? ", train.micro_batches" : ""),
-        running);
-    add("training batch", batch_bytes(B, T), batch_keys, running);
-    if (t.micro_batches > 1)
-      add("gradient accumulation: the running sum of the micro-batches' gradients (fp32)", P * kFloat,
-          model_keys + ", train.micro_batches", whole_run);
-  } else {
-    e.eval_arena_bytes = forward_arena_bytes(m, t.batch_size, e.seq_len, e.threads, true, fp32);
-    add("activation arena: one evaluation forward pass", e.eval_arena_bytes,
-        arena_keys(m, B, T, e.threads, seq_key, e.eval_arena_bytes), running);
-  }
-  if (bf16)  // inputs as floats: the emulated path's size, twice the native path's bf16 storage
-    add("bf16 GEMM scratch (the largest GEMM's two inputs, converted, and a dense output)",
-        bf16_gemm_scratch_elements(m, B * T) * kFloat, batch_keys + ", model.d_model, model.vocab_size", running);
-  const int eval_batches = task ? task->eval_batch_count(t.eval_batches, t.batch_size) : t.eval_batches;
-  add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
-          std::to_string(eval_batches) + ")",
-      suites * eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running);
-  if (m.vocab_size > shape.vocab_size)
-    add("eval logits cut to the task's vocabulary", B * T * shape.vocab_size * kFloat,
-        "model.vocab_size, " + batch_keys, running);
 
   // The IPMR probe (copy task, models with attention) runs in an arena of its own, while the training or
   // evaluation arena is still held.
   const bool ipmr =
       dynamic_cast<const CopyTask*>(task.get()) && std::ranges::any_of(mixer_letters(m), is_attention_letter);
-  const double probe_rows = std::min(B, double(cfg.probe.n_sequences));
-  if (ipmr) {
-    add("IPMR probe: its own forward arena and batch",
-        forward_arena_bytes(m, int(probe_rows), e.seq_len, e.threads, false, fp32) + batch_bytes(probe_rows, T),
-        "train.batch_size, probe.n_sequences, " + seq_key + ", model.d_model, model.n_layers", running);
-    if (purpose == Purpose::probe) {
-      // canonlab probe's pictures: the default 2 examples x 5 heads of T x T maps, kept as floats and as JSON.
-      const double maps = 2.0 * 5 * T * T;
-      add("attention maps of the probe (2 examples x 5 heads)",
-          maps * (kFloat + 48) + forward_arena_bytes(m, 2, e.seq_len, e.threads, false, fp32),
-          seq_key + ", model.d_model, model.n_layers", running);
+  const int probe_rows = int(std::min(B, double(cfg.probe.n_sequences)));
+
+  // ---- counted: the run's own model on the counting backend of train.device (see count_run) ----
+  if (e.tokens_per_step <= kMaxCountedTokens) {
+    CountPlan plan = plan_for(cfg, e.threads);
+    plan.T = e.seq_len;
+    plan.train = training;
+    plan.micro_batches = std::max(1, t.micro_batches);
+    plan.micro_rows = t.batch_size / plan.micro_batches;
+    plan.eval_rows = t.batch_size;  // training evaluates a whole batch on its arena
+    plan.probe_rows = ipmr ? probe_rows : 0;
+    const CountedRun c = count_run(m, t.seed, t, plan);
+    (training ? e.training_arena_bytes : e.eval_arena_bytes) = c.arena;
+    const bool bf16 = t.precision == "bf16";
+    add(std::string("parameters and gradients (fp32)") +
+            (bf16 ? ", the bf16 shadow of the weights" + std::string(gpu ? " and their packed bf16 copy" : "") : ""),
+        c.model, model_keys, whole_run, true);
+    if (training)
+      add(std::string("AdamW moments m, v (fp32), the weight-decay mask, the step's inputs and scalars") +
+              (t.micro_batches > 1 ? ", the micro-batches' gradient sum" : ""),
+          c.step_state, model_keys + (t.micro_batches > 1 ? ", train.micro_batches" : ""), whole_run, true);
+    const std::string arena_what =
+        !training ? "activation arena: one evaluation forward pass"
+        : t.micro_batches > 1 ? "activation arena: one micro-batch's forward + backward (evaluation reuses it)"
+                              : "activation arena: one training step, forward + backward (evaluation reuses it)";
+    add(arena_what, c.arena,
+        arena_keys(m, B, T, e.threads, seq_key, c.arena) + (training && t.micro_batches > 1 ? ", train.micro_batches" : ""),
+        running, true);
+    if (ipmr)
+      add("IPMR probe: its own forward arena (each attention layer's probabilities kept)", c.probe_arena,
+          "train.batch_size, probe.n_sequences, " + seq_key + ", model.d_model, model.n_layers", running, true);
+    add(gpu ? "CudaBackend's own buffers: the ops' workspace and the modules' constants"
+            : "the modules' constants and the arena's slack",
+        c.other, batch_keys + ", model.d_model", running, true);
+    if (purpose == Purpose::probe && ipmr) {
+      // canonlab probe's pictures: the default 2 examples x 5 heads of T x T maps, kept as floats and as JSON
+      CountPlan pictures = plan_for(cfg, e.threads);
+      pictures.T = e.seq_len;
+      pictures.probe_rows = 2;
+      add("attention maps of the probe (2 examples x 5 heads) and their forward pass",
+          2.0 * 5 * T * T * (kFloat + 48), seq_key, running, false);
+      add("the probe's forward arena for its pictures (2 examples)", count_run(m, t.seed, t, pictures).probe_arena,
+          seq_key + ", model.d_model, model.n_layers", running, true);
     }
   }
+  if (gpu) {
+    add("cuBLASLt workspace", double(cuda::Gemm::kDefaultWorkspaceBytes), "", whole_run, true);
+    add("CUDA context: the driver's state, the kernels and cuBLASLt's (typical; not counted)", kCudaContextBytes, "",
+        whole_run, true);
+    if (ipmr)  // each attention layer's probabilities come to the host, one layer at a time
+      add("IPMR probe: one layer's attention probabilities read on the host",
+          double(probe_rows) * m.n_heads * T * T * kFloat, "probe.n_sequences, " + seq_key + ", model.n_heads",
+          running, false);
+  }
+  if (t.precision == "bf16" && !gpu)  // inputs as floats: the emulated path's size, twice the native path's bf16 storage
+    add("bf16 GEMM scratch (the largest GEMM's two inputs, converted, and a dense output)",
+        bf16_gemm_scratch_elements(m, B * T) * kFloat, batch_keys + ", model.d_model, model.vocab_size", running,
+        false);
+  const double suites = task ? double(task->eval_suites().size()) : 1.0;  // LanoTask: one suite
+  if (training) add("training batch", batch_bytes(B, T), batch_keys, running, false);
+  const int eval_batches = task ? task->eval_batch_count(t.eval_batches, t.batch_size) : t.eval_batches;
+  add("held-out eval batches (" + std::to_string(int(suites)) + " suite" + (suites > 1 ? "s" : "") + " x " +
+          std::to_string(eval_batches) + ")",
+      suites * eval_batches * batch_bytes(B, T), "train.eval_batches, " + batch_keys, running, false);
+  if (m.vocab_size > shape.vocab_size || gpu)  // a GPU's logits are read on the host to be scored
+    add(gpu ? "eval logits read on the host" : "eval logits cut to the task's vocabulary",
+        B * T * (gpu ? m.vocab_size : shape.vocab_size) * kFloat, "model.vocab_size, " + batch_keys, running, false);
+  if (ipmr) add("IPMR probe: its batch", batch_bytes(probe_rows, T), "probe.n_sequences, " + seq_key, running, false);
   std::ranges::stable_sort(items, [](const MemoryItem& a, const MemoryItem& b) { return a.bytes > b.bytes; });
 
-  double by_phase[3] = {};
-  for (const MemoryItem& item : items) by_phase[size_t(item.phase)] += item.bytes;
-  e.peak_bytes = by_phase[size_t(whole_run)] + std::max(by_phase[size_t(loading)], by_phase[size_t(running)]);
+  // The peak: what is held for the whole run, plus the larger of reading a checkpoint (before the arenas exist) and
+  // computing; on a GPU, the host's and the device's apart.
+  double host[3] = {}, dev[3] = {};
+  for (const MemoryItem& item : items) (item.on_device ? dev : host)[size_t(item.phase)] += item.bytes;
+  e.peak_bytes = host[size_t(whole_run)] + std::max(host[size_t(loading)], host[size_t(running)]);
+  e.device_peak_bytes = dev[size_t(whole_run)] + std::max(dev[size_t(loading)], dev[size_t(running)]);
 
-  e.tokens_per_step = B * T;
   e.flops_per_step = model_train_flops(m, t.batch_size, e.seq_len);
   const double forward_flops = e.flops_per_step / 3;  // one forward pass of a batch
   const double probe_forwards = ipmr ? double(cfg.probe.n_sequences) / B : 0;
@@ -677,12 +467,39 @@ double available_memory_bytes() {
   return available;
 }
 
+namespace {
+// The largest items of `where` (the device's or the host's), for a refusal.
+std::string largest_items(const ResourceEstimate& e, bool on_device) {
+  std::string parts;
+  int shown = 0;
+  for (const MemoryItem& item : e.items)
+    if (item.on_device == on_device && shown++ < 3)
+      parts += "\n  " + format_bytes(item.bytes) + "  " + item.what + (item.keys.empty() ? "" : "  <- " + item.keys);
+  return parts;
+}
+}  // namespace
+
 void check_resources(const ResourceEstimate& e, const RunConfig& cfg) {
   // Token positions of a step are indexed with int throughout the engine (B * T rows of every activation).
   if (e.tokens_per_step > 2147483647.0)
     throw Error("train.batch_size: " + std::to_string(e.batch) + " sequences of " + std::to_string(e.seq_len) +
                 " tokens are " + format_count(e.tokens_per_step) + "tokens per step, more than the 2^31 - 1 the engine "
                 "indexes; lower train.batch_size or " + e.seq_len_key);
+  if (e.tokens_per_step > kMaxCountedTokens)
+    throw Error("train.batch_size: " + std::to_string(e.batch) + " sequences of " + std::to_string(e.seq_len) +
+                " tokens are " + format_count(e.tokens_per_step) + "tokens per step, more than the " +
+                format_count(kMaxCountedTokens) + "the resource estimate counts a step of; lower train.batch_size or " +
+                e.seq_len_key);
+  // The GPU's memory against its capacity, where the machine has the GPU (elsewhere train.device is refused anyway).
+  if (e.device == Device::cuda) {
+    const std::optional<DeviceSpec> spec = parse_device(cfg.train.device);
+    const std::optional<CudaDeviceFacts> facts = spec ? cuda_device_facts(spec->index, false) : std::nullopt;
+    if (facts && facts->memory_bytes > 0 && e.device_peak_bytes > facts->memory_bytes)
+      throw Error("this run needs an estimated " + format_bytes(e.device_peak_bytes) + " of GPU memory at its peak, "
+                  "more than the " + format_bytes(facts->memory_bytes) + " of " + cfg.train.device + " (" +
+                  facts->name + "). The largest parts and the keys that drive them:" + largest_items(e, true) +
+                  "\nLower those keys (canonlab train CONFIG --dry-run prints the whole estimate; docs/resources.md)");
+  }
   const double available = available_memory_bytes();
   const double configured = cfg.train.max_memory_gb * kGiB;
   double limit = 0;
@@ -698,16 +515,36 @@ void check_resources(const ResourceEstimate& e, const RunConfig& cfg) {
     against = std::string("train.max_memory_gb = ") + buf + " (" + format_bytes(configured) + ")";
   }
   if (limit == 0 || e.peak_bytes <= limit) return;
-  std::string parts;
-  for (size_t i = 0; i < e.items.size() && i < 3; i++)
-    parts += "\n  " + format_bytes(e.items[i].bytes) + "  " + e.items[i].what + "  <- " + e.items[i].keys;
-  throw Error("this run needs an estimated " + format_bytes(e.peak_bytes) + " of memory at its peak, more than " +
-              against + ". The largest parts and the keys that drive them:" + parts +
+  throw Error("this run needs an estimated " + format_bytes(e.peak_bytes) + " of " +
+              (e.device == Device::cuda ? "host " : "") + "memory at its peak, more than " + against +
+              ". The largest parts and the keys that drive them:" + largest_items(e, false) +
               "\nLower those keys (canonlab train CONFIG --dry-run prints the whole estimate; docs/resources.md)" +
               (configured > 0 ? "" : ", or free memory"));
 }
 
+namespace {
+// Nominal dense matrix rates of an H100 SXM (NVIDIA's data sheet), for a GPU estimate made where no GPU can be asked.
+constexpr double kNominalBf16Tflops = 989, kNominalFp32Tflops = 67;
+// The fraction of the matrix rate a whole GPU step reaches: assumed (the GPU benchmark, bench/gpu-bench.sh, measures
+// it; the 75M config's notes assume 40%) until BENCHMARKS.md has the measurement.
+constexpr double kGpuStepEfficiency = 0.4;
+}  // namespace
+
 TimeEstimate estimate_time(const ResourceEstimate& e, const RunConfig& cfg) {
+  TimeEstimate time;
+  if (e.device == Device::cuda) {
+    const bool bf16 = cfg.train.precision == "bf16";
+    const std::optional<DeviceSpec> spec = parse_device(cfg.train.device);
+    const std::optional<CudaDeviceFacts> facts = spec ? cuda_device_facts(spec->index, true) : std::nullopt;
+    const double measured = facts ? (bf16 ? facts->bf16_tflops : facts->fp32_tflops) : 0;
+    time.gemm_gflops = 1e3 * (measured > 0 ? measured : bf16 ? kNominalBf16Tflops : kNominalFp32Tflops);
+    time.source = measured > 0 ? std::string(bf16 ? "bf16" : "fp32") + " GEMM of " + facts->name + ", measured"
+                               : std::string("nominal ") + (bf16 ? "bf16" : "fp32") + " rate of an H100 SXM (" +
+                                     (facts ? facts->name + " has no GEMM rate to measure" : "no GPU here") + ")";
+    time.efficiency = kGpuStepEfficiency;
+    time.seconds = e.total_flops / (time.gemm_gflops * 1e9 * time.efficiency);
+    return time;
+  }
   set_thread_count(cfg.train.threads);
   // A GEMM the shape of the model's q|k|v projection over the step's rows, capped (2 GFLOP a call) so that a huge
   // config is measured as quickly as a small one.
@@ -724,8 +561,8 @@ TimeEstimate estimate_time(const ResourceEstimate& e, const RunConfig& cfg) {
     reps++;
     elapsed = std::chrono::duration<double>(clock::now() - start).count();
   }
-  TimeEstimate time;
   time.gemm_gflops = 2.0 * rows * in * out * reps / elapsed / 1e9;
+  time.source = "this machine's GEMM, measured";
   const std::string letters = mixer_letters(cfg.model);
   double efficiency = 0;
   for (char letter : letters) efficiency += step_efficiency(letter);
@@ -748,14 +585,32 @@ std::string format_estimate(const ResourceEstimate& e, const RunConfig& cfg, con
   std::snprintf(buf, sizeof buf, "step: %d sequences x %d tokens = %.0f tokens, %sFLOP (forward + backward)\n", e.batch,
                 e.seq_len, e.tokens_per_step, format_count(e.flops_per_step).c_str());
   os << buf;
-  os << "memory at the peak (estimated resident set, " << e.threads << " thread" << (e.threads > 1 ? "s" : "")
-     << "):\n";
-  for (const MemoryItem& item : e.items) {
-    std::snprintf(buf, sizeof buf, "  %10s  ", format_bytes(item.bytes).c_str());
-    os << buf << item.what
-       << (item.phase == MemoryPhase::loading ? " [while the checkpoint is read, before the arenas]" : "")
-       << "\n      <- " << item.keys << "\n";
+  auto list = [&](bool on_device) {
+    for (const MemoryItem& item : e.items) {
+      if (item.on_device != on_device) continue;
+      std::snprintf(buf, sizeof buf, "  %10s  ", format_bytes(item.bytes).c_str());
+      os << buf << item.what
+         << (item.phase == MemoryPhase::loading ? " [while the checkpoint is read, before the arenas]" : "");
+      if (!item.keys.empty()) os << "\n      <- " << item.keys;
+      os << "\n";
+    }
+  };
+  if (e.device == Device::cuda) {
+    const std::optional<DeviceSpec> spec = parse_device(cfg.train.device);
+    const std::optional<CudaDeviceFacts> facts = spec ? cuda_device_facts(spec->index, false) : std::nullopt;
+    os << "GPU memory at the peak (" << cfg.train.device << ", " << cfg.train.precision
+       << "; counted from the run's own allocations):\n";
+    list(true);
+    os << "  total: " << format_bytes(e.device_peak_bytes);
+    if (facts && facts->memory_bytes > 0) os << " of the " << format_bytes(facts->memory_bytes) << " of " << facts->name;
+    else os << " (no GPU here to compare with: an H100 has 80 GB, an H200 141 GB)";
+    os << "\nhost memory at the peak (estimated resident set, " << e.threads << " thread" << (e.threads > 1 ? "s" : "")
+       << "):\n";
+  } else {
+    os << "memory at the peak (estimated resident set, " << e.threads << " thread" << (e.threads > 1 ? "s" : "")
+       << "):\n";
   }
+  list(false);
   os << "  total: " << format_bytes(e.peak_bytes);
   const double available = available_memory_bytes();
   if (available > 0) os << " of " << format_bytes(available) << " available";
@@ -766,9 +621,13 @@ std::string format_estimate(const ResourceEstimate& e, const RunConfig& cfg, con
     os << "time (an estimate): " << (training ? std::to_string(cfg.train.steps) + " steps and " : "")
        << e.evaluations << " evaluation" << (e.evaluations > 1 ? "s" : "") << ", " << format_count(e.total_flops)
        << "FLOP in all, ";
-    std::snprintf(buf, sizeof buf,
-                  "at %.0f GFLOP/s (this machine's GEMM, measured: %.0f GFLOP/s, x %.2f step efficiency)",
-                  time->gemm_gflops * time->efficiency, time->gemm_gflops, time->efficiency);
+    if (time->gemm_gflops >= 1e4)
+      std::snprintf(buf, sizeof buf, "at %.0f TFLOP/s (%s: %.0f TFLOP/s, x %.2f step efficiency%s)",
+                    time->gemm_gflops * time->efficiency / 1e3, time->source.c_str(), time->gemm_gflops / 1e3,
+                    time->efficiency, e.device == Device::cuda ? ", assumed" : "");
+    else
+      std::snprintf(buf, sizeof buf, "at %.0f GFLOP/s (%s: %.0f GFLOP/s, x %.2f step efficiency)",
+                    time->gemm_gflops * time->efficiency, time->source.c_str(), time->gemm_gflops, time->efficiency);
     os << buf << ": about " << format_seconds(time->seconds) << "\n";
   }
   return os.str();

@@ -1,13 +1,16 @@
 #pragma once
 // What a run will need, computed from its resolved config before anything big is allocated: the exact parameter
-// count, the peak resident memory item by item (with the config keys that drive each item), FLOPs and tokens per
-// step, and an estimated wall time. check_resources refuses a run the machine cannot hold, naming the total, the
-// biggest items and their keys; `canonlab train CONFIG --dry-run` prints the estimate (docs/resources.md).
+// count, the peak memory item by item (with the config keys that drive each item; on a GPU, the device's and the
+// host's apart), FLOPs and tokens per step, and an estimated wall time. The device memory is counted from the run's
+// own model on a counting backend (engine/backend/counting_backend.h), never tallied by hand. check_resources refuses
+// a run the machine cannot hold, naming the total, the biggest items and their keys; `canonlab train CONFIG
+// --dry-run` prints the estimate (docs/resources.md).
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "config/run_config.h"
+#include "engine/device.h"
 #include "engine/params.h"
 
 namespace canonlab {
@@ -28,6 +31,7 @@ struct MemoryItem {
   double bytes = 0;
   std::string keys;        // the config keys that drive it, most important first
   MemoryPhase phase = MemoryPhase::whole_run;
+  bool on_device = false;  // in a GPU's memory (train.device = cuda); false: the host's (for the CPU, everything)
 };
 
 struct ResourceEstimate {
@@ -40,6 +44,9 @@ struct ResourceEstimate {
   double eval_arena_bytes = 0;     // the same for one evaluation forward pass
   std::vector<MemoryItem> items;   // largest first
   double peak_bytes = 0;           // predicted peak resident set size of the whole process
+  Device device = Device::cpu;     // train.device's kind
+  std::string device_name;         // train.device
+  double device_peak_bytes = 0;    // a GPU run's peak of GPU memory (0 on the CPU: peak_bytes holds everything)
   double tokens_per_step = 0;      // batch * seq_len
   double flops_per_step = 0;       // model FLOPs of one training step (eval/flops.h)
   double total_flops = 0;          // every step, every evaluation and the IPMR probe of the run
@@ -71,13 +78,15 @@ double forward_arena_bytes(const ModelConfig& model, int batch, int seq_len, int
                            bool fp32 = true);
 
 struct TimeEstimate {
-  double gemm_gflops = 0;   // measured: this machine's float GEMM rate through the engine's own GEMM (oneDNN)
+  double gemm_gflops = 0;   // this machine's float GEMM rate through the engine's own GEMM (oneDNN), or the GPU's
+  std::string source;       // where gemm_gflops comes from ("this machine's GEMM, measured", a GPU's, a nominal one)
   double efficiency = 0;    // the fraction of that rate a whole step reaches (calibrated per family)
   double seconds = 0;       // estimate.total_flops / (gemm_gflops * efficiency)
 };
 
 // Measures about 0.2 s of GEMMs shaped like the model's projections at the run's thread count (it sets the
-// process's OpenMP thread count to train.threads, as training does), then scales the run's FLOPs by it.
+// process's OpenMP thread count to train.threads, as training does), then scales the run's FLOPs by it. On a GPU:
+// its bf16 or fp32 GEMM rate through cuBLASLt, measured where the GPU is here, else an H100's nominal rate (said so).
 TimeEstimate estimate_time(const ResourceEstimate& estimate, const RunConfig& cfg);
 
 // The --dry-run report: model, step, memory items with their keys, the total against the limit, and the time.

@@ -121,7 +121,6 @@ TrainStep::TrainStep(LanguageModel<float>& model, Arena& arena, ActivationTrace<
   layout_.coefficients = at, at += align_up(sizeof(AdamWCoefficients));
   layout_.step = at, at += align_up(sizeof(int32_t));
   layout_.bytes = at;
-  host_inputs_.assign(at, std::byte{0});
   inputs_ = DeviceBuffer<std::byte>(memory, at);
   inputs_.fill_zero();
   scalars_ = DeviceBuffer<double>(memory, size_t(split.micro_batches) + 1);
@@ -137,6 +136,7 @@ void TrainStep::write_inputs(std::span<const Batch> micro_batches, double weight
                  "TrainStep: " + std::to_string(micro_batches.size()) + " micro-batches for a step of " +
                      std::to_string(split_.micro_batches));
   const size_t rows = size_t(split_.rows) * T_;
+  host_inputs_.resize(layout_.bytes);
   for (size_t m = 0; m < micro_batches.size(); m++) {
     const Batch& b = micro_batches[m];
     CANONLAB_CHECK(b.tokens.size() == rows && b.targets.size() == rows && b.loss_mask.size() == rows,
@@ -185,6 +185,8 @@ void TrainStep::enqueue(std::span<const Batch> micro_batches, double weight, int
   if (comm_.size() == 1) backend_.run_step(kTrainStepKey, [this] { enqueue_step(); });
   else enqueue_step();
 }
+
+void TrainStep::enqueue_on_current_inputs() { enqueue_step(); }
 
 TrainStep::Scalars TrainStep::read() const {
   Scalars s;

@@ -69,6 +69,10 @@ class TrainStep {
   // and enqueues it. Returns without waiting for it.
   void enqueue(std::span<const Batch> micro_batches, double weight, int step, double lr);
 
+  // Enqueues a step on whatever the inputs block holds, without writing it: what the resource estimate's counting
+  // backend steps (it runs nothing and reads nothing; train/resource_estimate.cpp).
+  void enqueue_on_current_inputs();
+
   struct Scalars {
     std::vector<double> losses;  // each micro-batch's loss (divided by the global mask sum)
     double sumsq = 0;            // Σ g² of the summed gradients, before clipping

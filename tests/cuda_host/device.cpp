@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,7 @@ class DeviceSpace {
     std::memset(static_cast<std::byte*>(host) + bytes, kGuardByte, kGuard);
     live_[reinterpret_cast<uintptr_t>(device)] = {bytes, static_cast<std::byte*>(host)};
     live_bytes_ += bytes;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
     return device;
   }
 
@@ -95,6 +97,14 @@ class DeviceSpace {
     std::lock_guard<std::mutex> lock(mutex_);
     return live_bytes_;
   }
+  size_t peak_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_bytes_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_bytes_ = live_bytes_;
+  }
 
  private:
   struct Allocation {
@@ -116,7 +126,7 @@ class DeviceSpace {
   std::byte* base_ = nullptr;
   size_t span_ = 0, next_ = kAlign;
   std::map<uintptr_t, Allocation> live_;
-  size_t live_bytes_ = 0;
+  size_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 
 DeviceSpace& space() {
@@ -219,7 +229,7 @@ DeviceInfo device_info(int index) {
   DeviceInfo d;
   d.name = "host stand-in of the CUDA layer";
   d.major = 9, d.minor = 0, d.multiprocessors = 1;
-  d.memory_bytes = size_t(16) << 30;
+  d.memory_bytes = size_t(80) << 30;  // as an H100's: what a GPU run's estimate is checked against
   return d;
 }
 
@@ -321,6 +331,8 @@ void CudaGraph::launch(CudaStream stream) const {
 }
 
 size_t live_device_bytes() { return space().live_bytes(); }
+size_t peak_device_bytes() { return space().peak_bytes(); }
+void reset_peak_device_bytes() { space().reset_peak(); }
 uint64_t ops_enqueued() { return enqueued.load(); }
 
 }  // namespace canonlab::cuda_host

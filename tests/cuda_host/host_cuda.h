@@ -235,8 +235,10 @@ void adamw_update(CudaStream stream, float* params, float* m, float* v, const fl
                   size_t n, const AdamWCoefficients* c, const int32_t* halted_at, Bf16* params_bf16);
 
 // ---- the stand-in's own instruments, for tests ----
-// Bytes of stand-in device memory allocated and not yet freed.
+// Bytes of stand-in device memory allocated and not yet freed, and the most there were since reset_peak_device_bytes().
 size_t live_device_bytes();
+size_t peak_device_bytes();
+void reset_peak_device_bytes();
 // How many ops have run (or been recorded) since the process started: tests check that a replay ran the step.
 uint64_t ops_enqueued();
 

@@ -16,6 +16,12 @@ std::string cuda_unavailable(int index) {
   return index == 0 ? "" : "names a GPU this machine lacks: the host stand-in has one (cuda:0)";
 }
 
+std::optional<CudaDeviceFacts> cuda_device_facts(int index, bool) {
+  if (index != 0) return std::nullopt;
+  const cuda::DeviceInfo info = cuda_host::device_info(index);
+  return CudaDeviceFacts{info.name, double(info.memory_bytes), 0, 0};  // its rates are the CPU's: not a GPU's
+}
+
 std::shared_ptr<Backend<float>> make_cuda_backend(const CudaBackendOptions& options) {
   return std::make_shared<CudaBackendT<HostCuda>>(options);
 }

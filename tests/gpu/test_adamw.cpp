@@ -98,7 +98,7 @@ TEST_F(GpuAdamWGuard, NonFiniteNormHaltsAndUpdatesNothing) {
   cuda::DeviceBuffer<double> sumsq_d(1), scratch(cuda::grad_norm_scratch_size());
   TrainConfig tc;
   const auto c_d = to_device(std::vector<AdamWCoefficients>{adamw_coefficients(tc, 1, 1e-3)});
-  const auto halted_d = to_device(std::vector<int32_t>{-1});
+  auto halted_d = to_device(std::vector<int32_t>{-1});
   const auto step_d = to_device(std::vector<int32_t>{17});
   cuda::grad_sum_squares(stream(), sumsq_d.data(), g_d.data(), n, scratch.data());
   cuda::step_guard(stream(), halted_d.data(), step_d.data(), sumsq_d.data(), 1);

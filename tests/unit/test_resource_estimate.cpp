@@ -1,7 +1,9 @@
 // The resource estimate (train/resource_estimate.h) against what really happens: the parameter count against the
-// built model, the arena tally against Arena::high_water_bytes() after a real step for every family and Canon
-// placement, the refusal of a run over train.max_memory_gb, a far too large config refused at once, and the
-// predicted peak memory against the measured peak RSS of the canonlab binary on E1-Bk0 and a linear preset.
+// built model, the arena the counting backend counts against Arena::high_water_bytes() after a real step on the CPU
+// backend for every family and Canon placement (the counting backend must answer every size as the CPU backend does),
+// the refusal of a run over train.max_memory_gb, a far too large config refused at once, and the predicted peak
+// memory against the measured peak RSS of the canonlab binary on E1-Bk0 and a linear preset. The GPU's count is held
+// against what the host stand-in of the CUDA layer allocates (tests/cuda_host/test_cuda_estimate.cpp).
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -25,6 +27,7 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "eval/evaluate.h"
 #include "models/language_model.h"
 #include "train/loss.h"
 #include "train/resource_estimate.h"
@@ -110,7 +113,7 @@ TEST(ResourceEstimate, ParameterCountAndLayoutAreExactForEveryFamily) {
 
 double relative_error(double estimate, double measured) { return std::abs(estimate - measured) / measured; }
 
-// One real forward_backward (what the trainer does each step) and one evaluation forward pass, against the tally.
+// One real forward_backward (what the trainer does each step) and one evaluation pass, against the count.
 TEST(ResourceEstimate, ArenaMatchesTheHighWaterOfARealStep) {
   set_thread_count(2);
   double worst = 0;
@@ -128,12 +131,7 @@ TEST(ResourceEstimate, ArenaMatchesTheHighWaterOfARealStep) {
         << v.name << ": predicted " << predicted << " bytes, measured " << train_arena.high_water_bytes();
 
     Arena eval_arena;
-    StepContext<float> ctx{eval_arena, model->backend()};  // what evaluate() does
-    const int* tokens = ctx.upload(std::span<const int>(batch.tokens));
-    const int* targets = ctx.upload(std::span<const int>(batch.targets));
-    const float* mask = ctx.upload(std::span<const float>(batch.loss_mask));
-    const float* logits = model->forward(ctx, tokens, batch.B, batch.T);
-    masked_cross_entropy_value(ctx, logits, targets, mask, batch.B * batch.T, model->vocab_size());
+    evaluation_pass(*model, eval_arena, batch);  // what evaluate() does per batch
     const double eval_predicted = forward_arena_bytes(cfg.model, batch.B, batch.T, thread_count(), true);
     worst = std::max(worst, relative_error(eval_predicted, double(eval_arena.high_water_bytes())));
     EXPECT_LT(relative_error(eval_predicted, double(eval_arena.high_water_bytes())), 0.01)
@@ -224,7 +222,9 @@ TEST(ResourceEstimate, ThePurposeDecidesWhatIsResident) {
     return sum;
   };
   const double P = double(train.parameters);
-  EXPECT_EQ(bytes_of(train, "AdamW", MemoryPhase::whole_run), 9 * P);
+  // m and v in fp32 and the decay mask's byte per parameter, then the step's inputs (3 x 4 bytes per token) and scalars
+  EXPECT_GE(bytes_of(train, "AdamW", MemoryPhase::whole_run), 9 * P);
+  EXPECT_LE(bytes_of(train, "AdamW", MemoryPhase::whole_run), 9 * P + 12.0 * 3 * 25 + 1024);
   EXPECT_EQ(bytes_of(resume, "resume", MemoryPhase::loading), 12 * P);
   EXPECT_EQ(bytes_of(eval, "AdamW", MemoryPhase::whole_run), 0.0);
   EXPECT_EQ(bytes_of(eval, "checkpoint", MemoryPhase::loading), 4 * P);

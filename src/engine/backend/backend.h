@@ -43,6 +43,9 @@ class Backend : public BackendCapabilities {
   virtual Precision precision() const = 0;
   // "cpu", "cuda:0": for messages and metrics
   virtual std::string name() const = 0;
+  // True for the resource estimate's counting backends (counting_backend.h, engine/cuda/counting_cuda.h): they run
+  // no op and their memory has no storage, so a model built on them draws no initial values.
+  virtual bool counts_only() const { return false; }
 
   // ---- linear layers (engine/ops/linear): y = x wᵀ + b; in bf16 precision with bf16 inputs (w the shadow) ----
   virtual void linear_forward(T* y, int ldy, const T* x, int ldx, const T* w, const T* b, int N, int IN, int OUT) = 0;

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/counting_memory.h"
 #include "engine/cuda/cuda_backend_options.h"
 #include "engine/cuda/cuda_layer.h"
 #include "engine/ops/delta_rule/naive.h"
@@ -46,7 +47,7 @@ class StreamOrderedMemory final : public DeviceMemory {
  public:
   StreamOrderedMemory(DeviceMemory& device, cuda::CudaStream stream) : device_(device), stream_(stream) {}
   Device device() const override { return Device::cuda; }
-  bool host_accessible() const override { return false; }
+  bool host_accessible() const override { return device_.host_accessible(); }  // true only for a counting memory
   void* allocate(size_t bytes) override {
     generation_++;
     return device_.allocate(bytes);
@@ -111,7 +112,7 @@ class CudaBackendT final : public Backend<float> {
   explicit CudaBackendT(const CudaBackendOptions& options)
       : options_((Cuda::select_device(options.device, "train.device=cuda:" + std::to_string(options.device)),
                   options)),  // the device is selected before the stream and everything else is created on it
-        memory_(Cuda::device_memory(), stream_.get()),
+        memory_(options.memory ? *options.memory : Cuda::device_memory(), stream_.get()),
         gemm_(stream_.get()),
         workspace_(memory_) {}
   ~CudaBackendT() override {
@@ -125,6 +126,7 @@ class CudaBackendT final : public Backend<float> {
   DeviceMemory& memory() override { return memory_; }
   Precision precision() const override { return options_.precision; }
   std::string name() const override { return "cuda:" + std::to_string(options_.device); }
+  bool counts_only() const override { return dynamic_cast<const CountingMemory*>(options_.memory) != nullptr; }
   bool supports(OpGroup group) const override { return group != OpGroup::reference_scans; }
   long max_size(OpGroup group) const override {
     if (group == OpGroup::attention) return cuda::kFlashMaxHeadDim;

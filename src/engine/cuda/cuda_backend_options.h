@@ -8,6 +8,8 @@ struct CudaBackendOptions {
   int device = 0;                         // train.device = cuda:N
   Precision precision = Precision::fp32;  // train.precision
   bool graphs = true;                     // train.cuda_graph: the step as one captured graph
+  // The memory to allocate from instead of the layer's device memory (the resource estimate's CountingMemory).
+  DeviceMemory* memory = nullptr;
 };
 
 }  // namespace canonlab

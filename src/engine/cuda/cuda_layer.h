@@ -6,8 +6,10 @@
 //   HostCuda (tests/cuda_host): canonlab::cuda_host, the host stand-in: the same contracts carried out on the host,
 //                               so the CPU suite runs CudaBackend's own code (argument order, strides, scratch sizes,
 //                               buffer lifetimes, the trainer's device path) on every CI run
+//   CountingCuda (counting_cuda.h): launches nothing, answers the scratch-size queries: CudaBackend's own requests,
+//                               counted by the resource estimate (`--dry-run` with train.device=cuda)
 // The forwarding passes the arguments through unchanged, so a layer cannot reorder them; and each stand-in function
-// is checked at compile time to have the type of the CUDA function of its name (CANONLAB_CUDA_SAME_SIGNATURE).
+// is checked at compile time to have the type of the CUDA function of its name (tests/cuda_host/host_cuda.h).
 #include <utility>
 
 #include "engine/cuda/gemm.h"
@@ -31,24 +33,29 @@
 #include "engine/ops/short_conv/cuda.h"
 #include "engine/ops/ssd/cuda.h"
 
-// Every free function of the layer (X(name) per function). The classes (Stream, Event, Gemm, CudaGraph) are the
-// layer's types of the same names.
-#define CANONLAB_CUDA_LAYER_FUNCTIONS(X)                                                                              \
-  /* runtime and memory */                                                                                           \
+// Every free function of the layer, X(name) per function, in two lists: the queries (the runtime's and the ops'
+// scratch sizes, which return what the caller needs) and the launches (which enqueue work and return nothing). The
+// classes (Stream, Event, Gemm, CudaGraph) are the layer's types of the same names.
+#define CANONLAB_CUDA_LAYER_QUERIES(X)                                                                                \
   X(device_count) X(no_device_reason) X(device_info) X(select_device) X(synchronize) X(device_memory)                \
-  X(pinned_allocate) X(pinned_free) X(memcpy_async)                                                                  \
+  X(pinned_allocate) X(pinned_free)                                                                                  \
+  X(norm_backward_scratch_size) X(gated_rmsnorm_backward_scratch_size) X(flash_attention_scratch_size)              \
+  X(canon_conv_backward_scratch_size) X(short_conv_bias_backward_scratch_size) X(first_non_finite_scratch_size)     \
+  X(ssd_scratch_bytes) X(mamba2_split_backward_scratch_size) X(gla_scratch_bytes) X(delta_rule_scratch_bytes)       \
+  X(delta_decay_backward_scratch_size) X(grad_norm_scratch_size)
+
+#define CANONLAB_CUDA_LAYER_LAUNCHES(X)                                                                               \
+  X(memcpy_async)                                                                                                    \
   /* linear */                                                                                                       \
   X(linear_forward) X(linear_backward) X(linear_forward_bf16) X(linear_backward_bf16) X(bias_backward)              \
   /* norms */                                                                                                        \
-  X(norm_backward_scratch_size) X(rmsnorm_forward) X(rmsnorm_backward) X(layernorm_forward) X(layernorm_backward)   \
-  X(gated_rmsnorm_forward) X(gated_rmsnorm_backward_scratch_size) X(gated_rmsnorm_backward)                         \
+  X(rmsnorm_forward) X(rmsnorm_backward) X(layernorm_forward) X(layernorm_backward) X(gated_rmsnorm_forward)        \
+  X(gated_rmsnorm_backward)                                                                                          \
   /* attention */                                                                                                    \
-  X(rope_forward) X(rope_backward) X(flash_attention_forward) X(flash_attention_scratch_size)                        \
-  X(flash_attention_backward) X(attention_forward)                                                                   \
+  X(rope_forward) X(rope_backward) X(flash_attention_forward) X(flash_attention_backward) X(attention_forward)       \
   /* convolutions */                                                                                                 \
-  X(canon_conv_forward) X(canon_conv_backward_scratch_size) X(canon_conv_backward) X(dynamic_conv_forward)          \
-  X(dynamic_conv_backward) X(short_conv_bias_act_forward) X(short_conv_act_backward)                                \
-  X(short_conv_bias_backward_scratch_size) X(short_conv_bias_backward)                                               \
+  X(canon_conv_forward) X(canon_conv_backward) X(dynamic_conv_forward) X(dynamic_conv_backward)                      \
+  X(short_conv_bias_act_forward) X(short_conv_act_backward) X(short_conv_bias_backward)                              \
   /* activations */                                                                                                  \
   X(gelu_forward) X(gelu_backward) X(silu_forward) X(silu_backward) X(relu2_forward) X(relu2_backward)              \
   X(elu_forward) X(elu_backward) X(swiglu_forward) X(swiglu_backward) X(sign_forward_columns)                        \
@@ -58,18 +65,20 @@
   /* elementwise */                                                                                                  \
   X(fill_zero) X(copy) X(add) X(add_into) X(scale) X(copy_columns) X(shift_add) X(shift_add_backward)                \
   X(convert_to_bf16) X(convert_columns_to_bf16) X(add_positions) X(add_positions_backward) X(round_to_bf16)          \
-  X(first_non_finite_scratch_size) X(first_non_finite)                                                               \
+  X(first_non_finite)                                                                                                \
   /* Mamba2 */                                                                                                       \
-  X(ssd_scratch_bytes) X(ssd_forward) X(ssd_backward) X(mamba2_split_forward) X(ssd_decay_rates)                     \
-  X(ssd_decay_rates_backward) X(mamba2_skip_forward) X(mamba2_split_backward_scratch_size) X(mamba2_split_backward) \
+  X(ssd_forward) X(ssd_backward) X(mamba2_split_forward) X(ssd_decay_rates) X(ssd_decay_rates_backward)              \
+  X(mamba2_skip_forward) X(mamba2_split_backward)                                                                    \
   /* GLA */                                                                                                          \
-  X(gla_scratch_bytes) X(gla_forward) X(gla_backward) X(gla_feature_forward) X(gla_feature_backward)                 \
-  X(gla_gate_forward) X(gla_gate_backward)                                                                           \
+  X(gla_forward) X(gla_backward) X(gla_feature_forward) X(gla_feature_backward) X(gla_gate_forward)                  \
+  X(gla_gate_backward)                                                                                               \
   /* (Gated) DeltaNet */                                                                                             \
-  X(delta_rule_scratch_bytes) X(delta_rule_forward) X(delta_rule_backward) X(delta_inputs_forward)                   \
-  X(delta_beta_backward) X(delta_decay_backward_scratch_size) X(delta_decay_backward) X(delta_inputs_backward)      \
+  X(delta_rule_forward) X(delta_rule_backward) X(delta_inputs_forward) X(delta_beta_backward) X(delta_decay_backward) \
+  X(delta_inputs_backward)                                                                                           \
   /* optimizer */                                                                                                    \
-  X(grad_norm_scratch_size) X(grad_sum_squares) X(clip_grad_norm) X(step_guard) X(adamw_update)
+  X(grad_sum_squares) X(clip_grad_norm) X(step_guard) X(adamw_update)
+
+#define CANONLAB_CUDA_LAYER_FUNCTIONS(X) CANONLAB_CUDA_LAYER_QUERIES(X) CANONLAB_CUDA_LAYER_LAUNCHES(X)
 
 // A static member function `name` of a layer struct that calls ns::name with the same arguments.
 #define CANONLAB_CUDA_FORWARD(ns, name)                    \
@@ -78,7 +87,3 @@
     return ns::name(std::forward<Args>(args)...);          \
   }
 
-// A stand-in namespace's function `name` has exactly the type of canonlab::cuda's.
-#define CANONLAB_CUDA_SAME_SIGNATURE(ns, name)                                                       \
-  static_assert(std::is_same_v<decltype(&::canonlab::cuda::name), decltype(&ns::name)>,            \
-                "the stand-in's " #name " does not have the signature of canonlab::cuda::" #name);

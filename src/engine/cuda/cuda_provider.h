@@ -6,6 +6,7 @@
 //                            place of either, so they train on train.device=cuda through CudaBackend's own code
 // Each defines the three functions below.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/backend/backend.h"
@@ -19,5 +20,15 @@ std::string cuda_backend_kind();
 // names train.device.
 std::string cuda_unavailable(int index);
 std::shared_ptr<Backend<float>> make_cuda_backend(const CudaBackendOptions& options);
+
+// What the resource estimate needs to know of a GPU: its name, its memory and, when measured, its matrix rates.
+struct CudaDeviceFacts {
+  std::string name;
+  double memory_bytes = 0;
+  double fp32_tflops = 0, bf16_tflops = 0;  // cuBLASLt GEMMs of 4096^3, measured; 0 = not measured
+};
+// The facts of cuda:index, measuring the GEMM rates when `measure` (a second or so); nullopt where train.device =
+// cuda:index cannot run (cuda_unavailable says why).
+std::optional<CudaDeviceFacts> cuda_device_facts(int index, bool measure);
 
 }  // namespace canonlab

@@ -17,6 +17,7 @@
 
 #include "engine/cuda/buffer.h"
 #include "engine/cuda/check.h"
+#include "engine/cuda/cublaslt_loader.h"
 #include "engine/cuda/gemm.h"
 
 namespace canonlab::cuda {
@@ -137,6 +138,8 @@ struct Gemm::Impl {
 
 Gemm::Gemm(CudaStream stream, size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
   impl_->stream = stream;
+  // cuBLASLt is opened at run time (cublaslt_loader.h): without it, the places searched, before any GPU work
+  if (const std::string why = cublaslt_load_error(); !why.empty()) throw Error(why);
   CANONLAB_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
   impl_->workspace = DeviceBuffer<std::uint8_t>(workspace_bytes);
 }

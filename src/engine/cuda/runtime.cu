@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/cuda/check.h"
+#include "engine/cuda/cublaslt_loader.h"
 #include "engine/cuda/runtime.h"
 
 namespace canonlab::cuda {
@@ -14,8 +15,10 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 void throw_cublas_error(int status, const char* call, const char* file, int line) {
+  // a status from the loader's stand-in (the library was never opened) says why
+  const std::string not_loaded = cublaslt_load_error();
   throw Error("cuBLASLt error: status " + std::to_string(status) + " in " + call + " at " + file + ":" +
-              std::to_string(line));
+              std::to_string(line) + (not_loaded.empty() ? "" : ": " + not_loaded));
 }
 
 int device_count() {
