@@ -101,7 +101,7 @@ int run_generate(const GenerateArgs& a) {
                 std::to_string(context) + ": a prompt may have at most " + std::to_string(context - 1) +
                 " tokens, leaving room for one generated token");
 
-  Arena arena;
+  Arena arena(c.model->backend().memory());  // on the model's device: a GPU run generates there
   ModelSampler sampler(*c.model, arena, 1, a.recompute ? GenerationPath::recompute : GenerationPath::cached, top_k);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int> generated = sampler.continue_prompts({prompt}, max_new, {}, *temperature, seed).front();
