@@ -15,6 +15,7 @@ std::shared_ptr<Backend<float>> make_counting_backend(const std::string& device,
   options.precision = precision;
   options.graphs = false;
   options.memory = &memory;
+  options.counting = true;
   return std::make_shared<CudaBackendT<CountingCuda>>(options);
 }
 

@@ -28,7 +28,6 @@
 #include <string>
 
 #include "engine/backend/backend.h"
-#include "engine/backend/counting_memory.h"
 #include "engine/cuda/cuda_backend_options.h"
 #include "engine/cuda/cuda_layer.h"
 #include "engine/ops/delta_rule/naive.h"
@@ -126,7 +125,7 @@ class CudaBackendT final : public Backend<float> {
   DeviceMemory& memory() override { return memory_; }
   Precision precision() const override { return options_.precision; }
   std::string name() const override { return "cuda:" + std::to_string(options_.device); }
-  bool counts_only() const override { return dynamic_cast<const CountingMemory*>(options_.memory) != nullptr; }
+  bool counts_only() const override { return options_.counting; }
   bool supports(OpGroup group) const override { return group != OpGroup::reference_scans; }
   long max_size(OpGroup group) const override {
     if (group == OpGroup::attention) return cuda::kFlashMaxHeadDim;
