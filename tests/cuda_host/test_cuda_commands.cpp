@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bad_inputs_support.h"
 #include "cli_runner.h"
 #include "config/config.h"
 #include "run_records.h"
@@ -20,20 +21,8 @@ namespace canonlab {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("canonlab_cuda_cmd_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::read_text;
+using test_support::temp_dir;
 
 RunConfig study_config(std::vector<std::string> sets) {
   std::vector<std::string> all = {"train.device=cuda", "train.steps=8",   "train.batch_size=4", "train.threads=1",
@@ -62,7 +51,7 @@ TEST(CudaBackendOnHost, PackedRunsGiveTheBitsOfSingleRuns) {
   std::vector<std::string> alone;
   for (size_t i = 0; i < configs.size(); i++) {
     train(configs[i], quiet(root + "/alone" + std::to_string(i)));
-    alone.push_back(read_all(latest_model_path(root + "/alone" + std::to_string(i) + "/checkpoints")));
+    alone.push_back(read_text(latest_model_path(root + "/alone" + std::to_string(i) + "/checkpoints")));
   }
   for (size_t i = 1; i < alone.size(); i++) EXPECT_FALSE(alone[i] == alone[0]) << "runs 0 and " << i << " agree";
   std::vector<PackMember> members;
@@ -71,7 +60,7 @@ TEST(CudaBackendOnHost, PackedRunsGiveTheBitsOfSingleRuns) {
   const std::vector<PackRunResult> results = train_pack(members, signals, 2);
   for (size_t i = 0; i < configs.size(); i++) {
     EXPECT_EQ(results[i].end, PackRunEnd::done) << results[i].error;
-    EXPECT_TRUE(read_all(latest_model_path(members[i].options.out_dir + "/checkpoints")) == alone[i])
+    EXPECT_TRUE(read_text(latest_model_path(members[i].options.out_dir + "/checkpoints")) == alone[i])
         << "run " << i << ": its packed checkpoint differs from its own";
     EXPECT_EQ(test_support::metrics_records(members[i].options.out_dir),
               test_support::metrics_records(root + "/alone" + std::to_string(i)));
@@ -89,7 +78,7 @@ TEST(CudaBackendOnHost, EvalProbeGenerateAndExportWorkOnAGpuRun) {
                            "train.batch_size=8 --set probe.n_sequences=8 --set train.eval_batches=1 --quiet";
   auto r = test_support::run_cli("train " + config + sets + " --out " + run);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(read_all(run + "/summary.json").find("\"device\": \"cuda:0\""), std::string::npos);
+  EXPECT_NE(read_text(run + "/summary.json").find("\"device\": \"cuda:0\""), std::string::npos);
 
   r = test_support::run_cli("eval " + run);
   ASSERT_EQ(r.exit_code, 0) << r.output;

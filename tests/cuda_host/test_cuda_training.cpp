@@ -17,6 +17,7 @@
 #include "engine/backend/make_backend.h"
 #include "io/safetensors.h"
 #include "models/language_model.h"
+#include "bad_inputs_support.h"
 #include "process_support.h"
 #include "run_records.h"
 #include "train/checkpoint.h"
@@ -26,20 +27,8 @@ namespace canonlab {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("canonlab_cuda_host_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::read_text;
+using test_support::temp_dir;
 
 struct TrainCase {
   std::string name;
@@ -123,7 +112,7 @@ TEST_P(CudaBackendOnHostTraining, TracksTheCpuRunAndRepeatsItsOwnBits) {
   // The stand-in again: the same bits, with graphs and without.
   run(cfg, again, false, true);
   EXPECT_EQ(test_support::metrics_records(gpu), test_support::metrics_records(again));
-  EXPECT_TRUE(read_all(latest_model_path(gpu + "/checkpoints")) == read_all(latest_model_path(again + "/checkpoints")))
+  EXPECT_TRUE(read_text(latest_model_path(gpu + "/checkpoints")) == read_text(latest_model_path(again + "/checkpoints")))
       << "the final checkpoints differ";
   const std::string eager = temp_dir(c.name + "_eager");
   const nlohmann::json eager_summary = run(load_case(c, "cuda", {"train.cuda_graph=false"}), eager);
@@ -175,26 +164,26 @@ TEST(CudaBackendOnHost, KilledAndResumedRunsAreBitExact) {
     return test_support::spawn_canonlab(a, dir + ".log", env);
   };
   const std::string reference = root + "/reference", killed = root + "/killed";
-  ASSERT_EQ(test_support::wait_exit_code(start(reference, "")), 0) << read_all(reference + ".log");
+  ASSERT_EQ(test_support::wait_exit_code(start(reference, "")), 0) << read_text(reference + ".log");
   int kills = 0;
   for (const std::string point : {"after-step:2", "after-step:7", "after-step:11", "after-step:12", "after-step:19"}) {
     const pid_t pid = start(killed, point);
     int code = 0;
     ASSERT_TRUE(test_support::wait_until_stopped(pid, &code)) << point << ": exit " << code << "\n"
-                                                               << read_all(killed + ".log");
+                                                               << read_text(killed + ".log");
     ::kill(pid, SIGKILL);
     ASSERT_EQ(test_support::wait_exit_code(pid), -SIGKILL);
     kills++;
   }
-  ASSERT_EQ(test_support::wait_exit_code(start(killed, "")), 0) << read_all(killed + ".log");
+  ASSERT_EQ(test_support::wait_exit_code(start(killed, "")), 0) << read_text(killed + ".log");
   EXPECT_EQ(kills, 5);
   EXPECT_EQ(test_support::metrics_records(reference), test_support::metrics_records(killed));
   for (const auto& e : fs::directory_iterator(reference + "/checkpoints")) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("step_"))
-      EXPECT_TRUE(read_all(e.path().string()) == read_all(killed + "/checkpoints/" + name)) << name << " differs";
+      EXPECT_TRUE(read_text(e.path().string()) == read_text(killed + "/checkpoints/" + name)) << name << " differs";
   }
-  const nlohmann::json summary = nlohmann::json::parse(read_all(killed + "/summary.json"));
+  const nlohmann::json summary = nlohmann::json::parse(read_text(killed + "/summary.json"));
   EXPECT_EQ(summary["device"], "cuda:0");
   fs::remove_all(root);
 }
