@@ -4,7 +4,8 @@ checkpoints/). Standard library only: it runs on the GPU machine's python3. Prin
 exits 0 when the check passes, 1 when it fails, 2 when a run directory lacks what the check reads.
 
   curves A B            final train loss within --loss-rel (relative) and eval copy_acc within --acc-points
-                        (percentage points) of B's: A on the GPU against B on the CPU
+                        (percentage points) of B's: A on the GPU against B on the CPU (the largest relative gap
+                        over the logged loss curve is reported too)
   same A B              the same run twice: every metrics.jsonl record equal but for its timings (tokens_per_s,
                         elapsed_s) and the final checkpoints/step_*.model.safetensors byte-identical
   learns A [B]          A finished with a finite final train loss below its step-1 loss; with B (the CPU's run of
@@ -13,6 +14,7 @@ exits 0 when the check passes, 1 when it fails, 2 when a run directory lacks wha
                         MFU = tokens/s x FLOPs per token (--dry-run FILE) / the bf16 GEMM rate (--gemm-json FILE,
                         else the nominal 989 TFLOP/s of an H100 SXM / H200); passes when it learned (as `learns`)
   checkpoints A B       every run directory under A/runs/ has a final checkpoint byte-identical to B/<same name>'s
+  progress A            (never passes) the step and tokens/s of A's last train record: where a run that timed out got
 """
 import argparse
 import glob
@@ -68,7 +70,11 @@ def curves(a, b, args):
     la, lb = sa["final_train_loss"], sb["final_train_loss"]
     ca, cb = 100 * sa["eval"]["copy_acc"], 100 * sb["eval"]["copy_acc"]
     ok = math.isfinite(la) and rel(la, lb) <= args.loss_rel and abs(ca - cb) <= args.acc_points
-    measured = f"final loss {la:.4f} vs {lb:.4f} ({100 * rel(la, lb):.2f}%), copy_acc {ca:.1f} vs {cb:.1f}"
+    # the whole logged curve too (measured, not judged): the largest relative gap at a step both logged
+    curve_b = {r["step"]: r["loss"] for r in records(b) if r.get("split") == "train"}
+    gaps = [rel(r["loss"], curve_b[r["step"]]) for r in records(a) if r.get("split") == "train" and r["step"] in curve_b]
+    measured = (f"final loss {la:.4f} vs {lb:.4f} ({100 * rel(la, lb):.2f}%), copy_acc {ca:.1f} vs {cb:.1f}; "
+                f"largest gap over {len(gaps)} logged steps {100 * max(gaps, default=0):.2f}%")
     return ok, measured, "" if ok else f"allowed: {100 * args.loss_rel:g}% and {args.acc_points:g} points"
 
 
@@ -81,7 +87,8 @@ def same(a, b, args):
     first = next((i for i, (x, y) in enumerate(zip(ra, rb)) if x != y), min(len(ra), len(rb)))
     measured = (f"{len(ra)} metrics records {'identical' if same_metrics else f'differ from record {first + 1}'}; "
                 f"{os.path.basename(ca)} {'identical' if same_ckpt else 'DIFFERS'}")
-    return same_metrics and same_ckpt, measured, "" if same_metrics else f"first difference: {ra[first:first + 1]} vs {rb[first:first + 1]}"
+    note = "" if same_metrics else f"first difference: {ra[first:first + 1]} vs {rb[first:first + 1]}"[:300]
+    return same_metrics and same_ckpt, measured, note
 
 
 def learns(a, b, args):
@@ -137,6 +144,15 @@ def text(a, _b, args):
     return ok and bpc is not None and math.isfinite(bpc), measured, note
 
 
+def progress(a, _b, args):
+    """Where a run that did not finish got to (its last train record): for a timeout's row."""
+    trains = [r for r in records(a) if r.get("split") == "train"]
+    if not trains:
+        return False, "no train record yet", ""
+    last = trains[-1]
+    return False, f"reached step {last['step']} at {last['tokens_per_s']:,.0f} tokens/s (loss {last['loss']:.4f})", ""
+
+
 def checkpoints(a, b, args):
     names = sorted(os.path.basename(d) for d in glob.glob(os.path.join(a, "runs", "*")) if os.path.isdir(d))
     if not names:
@@ -149,7 +165,7 @@ def checkpoints(a, b, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("check", choices=["curves", "same", "learns", "text", "checkpoints"])
+    ap.add_argument("check", choices=["curves", "same", "learns", "text", "checkpoints", "progress"])
     ap.add_argument("a")
     ap.add_argument("b", nargs="?", default="")
     ap.add_argument("--loss-rel", type=float, default=0.02)

@@ -1,43 +1,51 @@
 #!/usr/bin/env bash
-# Runs every GPU test and then the GPU benchmark (bench/gpu-bench.sh) on a machine with an NVIDIA GPU, in one call of
-# at most 8 minutes on an H200, and writes a results table and the logs to OUT_DIR. docs/gpu.md has the plan.
+# Verifies canonlab on a machine with an NVIDIA GPU in one call of at most 8 minutes: the GPU kernel tests, then
+# training through the bundled `canonlab` CLI on the GPU (against the CPU, twice, killed and resumed, every linear
+# family, the 75M text model in bf16, packed sweeps), then the GPU benchmark. docs/gpu.md has the plan.
 #
 #   scripts/gpu-check.sh --bundle-only                 on the build machine (nvcc, our Debian libraries, no GPU):
-#                                                      builds the GPU tests in build-cuda/ and packs the bundle
-#   scripts/gpu-check.sh [--bundle DIR] OUT_DIR        on the GPU machine: runs the bundle's tests
+#                                                      builds build-cuda/, packs the bundle and checks that it runs
+#   scripts/gpu-check.sh [--bundle DIR] OUT_DIR        on the GPU machine: every check, OUT_DIR/summary.md
 #
-#   --bundle DIR     the bundle (default build-cuda/gpu-bundle): canonlab_gpu_tests, canonlab_nccl_tests,
-#                    canonlab_gpu_bench, wheels/ (fla's, for the benchmark), googletest/ (sources, for a rebuild),
-#                    MANIFEST (what it was built from and the ldd listing)
-#   --build-dir DIR  where to rebuild the tests if the bundle's binary cannot start there (default
+#   --bundle DIR     the bundle (default build-cuda/gpu-bundle): the executables canonlab, canonlab_gpu_tests,
+#                    canonlab_gpu_bench, canonlab_nccl_tests (RUNPATH $ORIGIN/lib); lib/ (or lib.tar.xz) with every
+#                    library they need but glibc and the driver; configs/, data/kjv-bpe4096 (text for the 75M run),
+#                    tests/torch_ref/, bench/gpu/ (the benchmark's scripts and configs), wheels/ (fla's),
+#                    googletest/ (sources, for a rebuild), MANIFEST (commit, nvcc, sha256s, the ldd listing)
+#   --build-dir DIR  where to rebuild the kernel tests if the bundle's binary cannot start there (default
 #                    /tmp/canonlab-gpu-build): tests/gpu is a CMake project of its own that needs only nvcc, CMake
-#                    and the bundled googletest
+#                    and the bundled googletest. The CLI cannot be rebuilt there (it needs our Debian libraries).
 #   --seconds N      time budget for everything after the start (default 420: the 8 minutes less the machine's
-#                    start, the copy and the rebuild if there is one)
+#                    start and the copy). Checks run most valuable first; what the budget cannot reach is SKIPPED
+#                    with "not run: out of time".
+#   --train-device D the device of the training checks (default cuda). `--train-device cpu --quick` runs the
+#                    training checks' plumbing (runs, kills, comparisons) on a machine without a GPU: a dry run of
+#                    the script, not a verification (every comparison is then the CPU against itself)
+#   --quick          the training checks with a few steps and a tiny text model (for --train-device cpu)
 #
-# The tests run one suite per process, so a kernel fault (which poisons the CUDA context for the rest of the
-# process) costs only its own suite; then compute-sanitizer's memcheck reruns the index-heavy suites where the
-# tool works. OUT_DIR gets at most seven files, all of them at its top level:
-#   results.md      the table: each suite's tests, passed, failed, skipped, seconds; the failed tests by name;
-#                   the device; memcheck's and the benchmark's status
-#   gpu_tests.log   every suite's full output, in order
+# OUT_DIR, all at its top level:
+#   summary.md      one line per check: | check | status | measured | note |, status PASS, FAIL or SKIPPED (why)
+#   <check>.log     each check's commands and output (kernel-tests.log, e1-bk0.log, ..., bench.log)
+#   results.md      the kernel tests in detail: per suite tests, passed, failed, skipped, seconds; failed tests
 #   device.txt      nvidia-smi's view of the GPU, the driver, nvcc, the cuBLASLt the tests loaded
-#   build.log       only when the tests had to be rebuilt on that machine
-#   memcheck.log    compute-sanitizer's report, when it ran
-#   bench.log       the GPU benchmark (bench/gpu-bench.sh: the linear families' kernels next to fla's), when it ran
-#   check.log       this script's own trace
-# Exit status: 0 every test ran and passed; 1 a test failed or timed out, a test was skipped although a device
-# was visible, memcheck found an error or the benchmark failed; 2 nothing could be run; 3 no CUDA device is
-# visible (the test binary says so): every test reports SKIPPED, results.md is the SKIP table, nothing else ran.
-# So a dry run on a machine without a GPU (CI, the build machine) ends with 3 and says why on its first lines.
+#   runs/           summary.json and metrics.jsonl of every training run (the run directories stay in /tmp)
+#   check.log       this script's own trace; build.log, memcheck.log, bench_step.md when those happened
+# Exit status: 0 every check passed; 1 a check failed, timed out or was not reached in time; 2 nothing could be run
+# (or --bundle-only failed); 3 no CUDA device is visible: every check reports SKIPPED and says why (the kernel tests
+# still list as SKIPPED, in milliseconds). So a dry run on a machine without a GPU (CI, the build machine) ends
+# with 3 and says why on its first lines.
 set -uo pipefail
+export LC_ALL=C  # decimal points in the times, whatever the machine's locale
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$root/build-cuda/gpu-bundle" build_dir=/tmp/canonlab-gpu-build seconds=420 bundle_only=0 out=""
+dev=cuda quick=0
 while (($#)); do
   case "$1" in
     --bundle) bundle="${2:?--bundle needs a directory}"; shift 2 ;;
     --build-dir) build_dir="${2:?--build-dir needs a directory}"; shift 2 ;;
     --seconds) seconds="${2:?--seconds needs a number}"; shift 2 ;;
+    --train-device) dev="${2:?--train-device needs cuda or cpu}"; shift 2 ;;
+    --quick) quick=1; shift ;;
     --bundle-only) bundle_only=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "error: unknown option '$1'; see scripts/gpu-check.sh --help" >&2; exit 2 ;;
@@ -45,43 +53,158 @@ while (($#)); do
   esac
 done
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "error: --seconds '$seconds': expected a whole number >= 1" >&2; exit 2; }
+[[ "$dev" == cuda || "$dev" == cpu ]] || { echo "error: --train-device '$dev': allowed: cuda, cpu" >&2; exit 2; }
 [[ "$bundle" = /* ]] || bundle="$PWD/$bundle"
+executables=(canonlab canonlab_gpu_tests canonlab_gpu_bench canonlab_nccl_tests)
+limit_bytes=$((64 << 20))  # what the device tool carries
 
-# ---- on the build machine: build and pack ----
+# Libraries a Linux machine has of its own (glibc, the loader) or with its NVIDIA driver: never bundled.
+system_lib() { [[ "$1" =~ ^(linux-vdso\.so|libc\.so|libm\.so|libmvec\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so|ld-linux-x86-64\.so|libcuda\.so|libnvidia-) ]]; }
+
+# The bundle as it runs, in $run: the bundle itself when lib/ is unpacked; else a temporary directory with
+# lib.tar.xz unpacked and the executables copied beside it (their RUNPATH, $ORIGIN/lib, wants lib/ next to them).
+unpack_bundle() {
+  run="$bundle"
+  [[ -d "$bundle/lib" || ! -f "$bundle/lib.tar.xz" ]] && return 0
+  run="$(mktemp -d /tmp/canonlab-bundle.XXXXXX)" || return 1
+  tar -xJf "$bundle/lib.tar.xz" -C "$run" || return 1
+  local exe
+  for exe in "${executables[@]}"; do [[ -f "$bundle/$exe" ]] && cp -p "$bundle/$exe" "$run/"; done
+  return 0
+}
+
+# ldd of every executable in DIR with LD_LIBRARY_PATH unset, each line marked: "bundled" (in DIR/lib), "system"
+# (glibc, the loader, the driver: libcuda.so.1 is "not found" where there is no driver), "GPU machine's" (libnccl.so.2
+# and what it needs, for canonlab_nccl_tests only: 218 MB, from the toolkit or PyTorch's wheel there) or "OUTSIDE".
+# Returns 1 when a line is OUTSIDE.
+check_ldd() {
+  local dir=$1 exe line name arrow path mark bad=0 nccl_deps=""
+  local lib_real
+  lib_real="$(realpath "$dir/lib")"
+  for exe in "${executables[@]}"; do
+    [[ -x "$dir/$exe" ]] || continue
+    echo "ldd $exe:"
+    if [[ $exe == canonlab_nccl_tests ]]; then
+      nccl_deps="$(env -u LD_LIBRARY_PATH ldd "$dir/$exe" | awk '$1 == "libnccl.so.2" && $3 ~ /^\// { print $3 }' |
+                   xargs -r ldd 2>/dev/null | awk '{ print $1 }' | tr '\n' ' ')"
+    fi
+    while read -r line; do
+      read -r name arrow path _ <<<"$line"
+      [[ "$arrow" == "=>" ]] || path="$name"  # linux-vdso and the loader: no arrow
+      if system_lib "$(basename "$name")"; then mark="system"
+      elif [[ $exe == canonlab_nccl_tests && ( $name == libnccl.so.2 || " $nccl_deps " == *" $name "* ) ]]; then
+        mark="GPU machine's"
+      elif [[ "$path" == /* && "$(realpath "$path")" == "$lib_real"/* ]]; then mark="bundled"
+      else mark="OUTSIDE"; bad=1
+      fi
+      printf '  %-14s %s\n' "$mark" "$line"
+    done < <(env -u LD_LIBRARY_PATH ldd "$dir/$exe" 2>&1)
+  done
+  return $bad
+}
+
+# ---- on the build machine: build, pack, check ----
 if ((bundle_only)); then
   set -e
-  cmake -S "$root" -B "$root/build-cuda" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  [[ "$(cmake --build "$root/build-cuda" --target help)" == *canonlab_gpu_tests* ]] ||
+  command -v patchelf >/dev/null || { echo "error: patchelf missing: apt-get install patchelf (scripts/install-deps.sh)" >&2; exit 2; }
+  # The GPU machine's processor is unknown: AVX2 as the baseline, never -march=native. No MPI: the GPU machine
+  # trains one process per GPU, and libmpi would bring Open MPI's plugins and hwloc into the bundle.
+  cmake -S "$root" -B "$root/build-cuda" -DCMAKE_BUILD_TYPE=Release -DCANONLAB_NATIVE=OFF \
+    -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+  help="$(cmake --build "$root/build-cuda" --target help)"
+  [[ "$help" == *canonlab_gpu_tests* ]] ||
     { echo "error: CMake did not enable CUDA in build-cuda (is nvcc installed?); nothing to bundle" >&2; exit 2; }
-  cmake --build "$root/build-cuda" --target canonlab_gpu_tests canonlab_gpu_bench -j "$(nproc)"
+  targets=(canonlab canonlab_gpu_tests canonlab_gpu_bench)
+  # The NCCL communicator's tests, when the toolkit has NCCL: a binary of their own (they load libnccl.so.2).
+  [[ "$help" == *canonlab_nccl_tests* ]] && targets+=(canonlab_nccl_tests)
+  cmake --build "$root/build-cuda" --target "${targets[@]}" -j "$(nproc)"
   rm -rf "$bundle"
-  mkdir -p "$bundle"
-  cp "$root/build-cuda/tests/gpu/canonlab_gpu_tests" "$root/build-cuda/tests/gpu/canonlab_gpu_bench" "$bundle/"
+  mkdir -p "$bundle/lib"
+  declare -A libs=()  # soname -> file, every library the executables need but the system ones
+  for t in "${targets[@]}"; do
+    src="$root/build-cuda/$t"
+    [[ -x "$src" ]] || src="$root/build-cuda/tests/gpu/$t"
+    while read -r name arrow path _; do
+      [[ "$arrow" == "=>" && "$path" == /* ]] || continue
+      system_lib "$name" && continue
+      [[ $t == canonlab_nccl_tests ]] && continue  # libnccl.so.2 (218 MB) and its needs: the GPU machine's
+      [[ $name == libcublasLt* ]] &&
+        { echo "error: $t links $name; cuBLASLt must be opened at run time (src/engine/cuda/cublaslt_loader.cpp)" >&2; exit 2; }
+      libs[$name]="$path"
+    done < <(env -u LD_LIBRARY_PATH ldd "$src")
+    # stripped (symbol tables are a third of the size and nothing reads them), then lib/ beside it
+    strip --strip-unneeded -o "$bundle/$t" "$src"
+    patchelf --set-rpath '$ORIGIN/lib' "$bundle/$t"
+  done
+  for name in "${!libs[@]}"; do
+    cp -L "${libs[$name]}" "$bundle/lib/$name"
+    chmod u+w "$bundle/lib/$name"
+    patchelf --set-rpath '$ORIGIN' "$bundle/lib/$name"  # each library finds its own needs next to it
+  done
+  # What the checks run: the configs, the 75M run's text (the KJV tokens that configs/text/75m.yaml reads by
+  # default; scripts/prepare-text-data.sh makes them), the PyTorch reference model, the benchmark's scripts
+  cp -r "$root/configs" "$bundle/configs"
+  [[ -f "$root/runs/data/kjv-bpe4096/manifest.json" ]] || "$root/scripts/prepare-text-data.sh" "$root/build-cuda/canonlab"
+  mkdir -p "$bundle/data" "$bundle/tests/torch_ref" "$bundle/bench"
+  cp -r "$root/runs/data/kjv-bpe4096" "$bundle/data/"
+  cp "$root"/tests/torch_ref/*.py "$bundle/tests/torch_ref/"
+  cp -r "$root/bench/gpu" "$bundle/bench/gpu"
+  rm -rf "$bundle/bench/gpu/__pycache__"
+  # The benchmark's configs as JSON: the GPU machine's python3 has torch but perhaps not PyYAML.
+  py="$root/.venv/bin/python"
+  [[ -x "$py" ]] || py=python3
+  "$py" "$root/bench/gpu/bench_step_torch.py" --write-configs "$bundle/bench/gpu/configs.json" ||
+    echo "warning: no bench/gpu/configs.json (needs torch and PyYAML: scripts/setup-venv.sh); the benchmark then needs PyYAML there" >&2
   # fla's pure-Python wheels for the benchmark's side-by-side (bench/gpu-bench.sh); without a registry, no wheels
   # and the benchmark says so.
-  pip=("$root/.venv/bin/python" -m pip)
-  [[ -x "$root/.venv/bin/python" ]] || pip=(python3 -m pip)
-  "${pip[@]}" download --no-deps -q -d "$bundle/wheels" fla-core==0.6.0 flash-linear-attention==0.6.0 einops ||
+  "$py" -m pip download --no-deps -q -d "$bundle/wheels" fla-core==0.6.0 flash-linear-attention==0.6.0 einops ||
     { echo "warning: could not download fla's wheels; the GPU benchmark will time canonlab's kernels alone" >&2;
       rm -rf "$bundle/wheels"; }
-  # The NCCL communicator's tests, when the toolkit has NCCL: a binary of their own (they load libnccl.so.2).
-  if [[ "$(cmake --build "$root/build-cuda" --target help)" == *canonlab_nccl_tests* ]]; then
-    cmake --build "$root/build-cuda" --target canonlab_nccl_tests -j "$(nproc)"
-    cp "$root/build-cuda/tests/gpu/canonlab_nccl_tests" "$bundle/"
-  fi
   gtest_src=/usr/src/googletest
   [[ -f "$gtest_src/CMakeLists.txt" ]] || { echo "error: $gtest_src missing: apt-get install googletest" >&2; exit 2; }
   mkdir -p "$bundle/googletest"
   (cd "$gtest_src" && tar -ch --exclude=docs --exclude=test --exclude=samples -f - .) | tar -x -C "$bundle/googletest"
+  unpacked=$(du -sb "$bundle" | cut -f1)
+  echo "bundle uncompressed: $unpacked bytes (lib/ $(du -sb "$bundle/lib" | cut -f1)); the limit: $limit_bytes"
+  if ((unpacked > limit_bytes)); then
+    # over what may be carried: lib/ as one xz archive, which gpu-check.sh unpacks into /tmp on the GPU machine
+    tar -C "$bundle" -cf - lib | xz -9 -T "$(nproc)" >"$bundle/lib.tar.xz"
+    rm -rf "${bundle:?}/lib"
+    echo "lib/ packed as lib.tar.xz ($(du -sb "$bundle/lib.tar.xz" | cut -f1) bytes)"
+  fi
+  set +e
+  # (a) the bundle as the GPU machine unpacks it: every library inside it or the system's
+  unpack_bundle || { echo "error: cannot unpack $bundle/lib.tar.xz" >&2; exit 2; }
+  ldd_listing="$(check_ldd "$run")"
+  ldd_ok=$?
+  echo "$ldd_listing"
+  ((ldd_ok == 0)) || { echo "error: a library above resolves OUTSIDE the bundle; it would be missing on the GPU machine" >&2; exit 2; }
+  # (b) the bundled CLI with nothing but the bundle's libraries trains a tiny CPU run
+  demo="$(mktemp -d)"
+  t0=$EPOCHREALTIME
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$run/lib" "$run/canonlab" train "$bundle/configs/demo.yaml" \
+    --set train.steps=3 --set train.eval_every=0 --quiet --out "$demo/run" >"$demo/log" 2>&1
+  rc=$?
+  wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  ((rc == 0)) || { cat "$demo/log"; echo "error: the bundled canonlab failed to train configs/demo.yaml (exit $rc)" >&2; exit 2; }
+  echo "bundled canonlab, LD_LIBRARY_PATH=<bundle>/lib only: 3 steps of configs/demo.yaml on the CPU in ${wall}s, exit 0"
+  rm -rf "$demo"
+  [[ "$run" != "$bundle" ]] && rm -rf "$run"
   {
     echo "built:    $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
     echo "commit:   $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "nvcc:     $(nvcc --version 2>/dev/null | tail -1)"
-    echo "sha256:   $(sha256sum "$bundle/canonlab_gpu_tests" | cut -d' ' -f1)"
-    echo "ldd:"
-    ldd "$bundle/canonlab_gpu_tests" | sed 's/^/  /'
+    echo "cmake:    -DCMAKE_BUILD_TYPE=Release -DCANONLAB_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON"
+    echo "sha256:"
+    packed=()
+    [[ -f "$bundle/lib.tar.xz" ]] && packed=(lib.tar.xz)
+    (cd "$bundle" && sha256sum "${targets[@]}" "${packed[@]}" | sed 's/^/  /')
+    echo "ldd (LD_LIBRARY_PATH unset, the bundle unpacked):"
+    echo "$ldd_listing" | sed 's/^/  /'
   } >"$bundle/MANIFEST"
-  du -sh "$bundle"
+  size=$(du -sb "$bundle" | cut -f1)
+  echo "bundle: $size bytes ($(du -sh "$bundle" | cut -f1)) of the $limit_bytes that may be carried"
+  ((size <= limit_bytes)) || { echo "error: the bundle is over the limit" >&2; exit 2; }
   echo "bundle ready: $bundle (carry it to the GPU machine; see docs/gpu.md)"
   exit 0
 fi
@@ -95,8 +218,14 @@ exec 3>&1
 exec >"$out/check.log" 2>&1
 say() { echo "$*"; echo "$*" >&3; }
 left() { echo $((seconds - (SECONDS - start))); }
+# A check's time cap: its own, or what the budget has left after 15 s for the tables; "" when under 10 s.
+cap() { local c=$1 l=$(( $(left) - 15 )); ((l < c)) && c=$l; ((c >= 10)) && echo "$c"; }
 say "gpu-check: bundle $bundle, output $out, budget ${seconds}s"
 [[ -f "$bundle/MANIFEST" ]] && cat "$bundle/MANIFEST"
+unpack_bundle || { say "error: cannot unpack $bundle/lib.tar.xz"; exit 2; }
+[[ "$run" != "$bundle" ]] && say "lib.tar.xz unpacked into $run"
+work="$(mktemp -d /tmp/gpu-check-runs.XXXXXX)"  # run directories (the 75M run's checkpoint is about 1 GB)
+trap '[[ "$run" != "$bundle" ]] && rm -rf "$run"; rm -rf "$work"' EXIT
 
 {
   echo "== nvidia-smi"
@@ -107,10 +236,12 @@ say "gpu-check: bundle $bundle, output $out, budget ${seconds}s"
   fi
   echo "== nvcc"
   nvcc --version 2>&1 | tail -2 || echo "(no nvcc)"
+  echo "== CPU"
+  echo "$(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 } >"$out/device.txt"
 
-# The one library the binary does not carry: cuBLASLt of CUDA 13 (541 MB, far over what may be carried). Every
-# CUDA 13 toolkit has it, and so does PyTorch's nvidia-cublas wheel.
+# cuBLASLt is opened at run time (src/engine/cuda/cublaslt_loader.h), which looks in the toolkit's usual places and
+# Python's nvidia wheels under the usual prefixes itself; a library found here anywhere else is named to it.
 find_cublaslt() {
   local d
   for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
@@ -129,18 +260,53 @@ EOF
   fi
   return 1
 }
-
-bin="$bundle/canonlab_gpu_tests"
-bench_bin="$bundle/canonlab_gpu_bench"
-starts() { [[ -x "$1" ]] && "$1" --gtest_list_tests >/dev/null 2>&1; }
-if [[ -x "$bin" ]] && ! starts "$bin"; then
-  if dir="$(find_cublaslt)"; then
-    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    say "libcublasLt.so.13 from $dir"
-  fi
+if [[ -z "${CANONLAB_CUBLASLT_DIR:-}" ]] && dir="$(find_cublaslt)"; then
+  export CANONLAB_CUBLASLT_DIR="$dir"
+  say "libcublasLt.so.13 in $dir (CANONLAB_CUBLASLT_DIR)"
 fi
+
+status=0
+rows="$out/.summary-rows"
+: >"$rows"
+# Step counts: the checks' own, or a few (--quick, the plumbing on a CPU).
+e1_steps=300 e1_pause=150 e1_ckpt=50 lin_steps=100 text_steps=100 pack_steps=100 text_small=()
+if ((quick)); then
+  e1_steps=12 e1_pause=6 e1_ckpt=3 lin_steps=8 text_steps=3 pack_steps=4
+  text_small=(--set model.n_layers=2 --set model.d_model=64 --set model.n_heads=4 --set task.context=128 --set train.batch_size=2)
+fi
+# What each check is (summary.md's first column: the name, which is also its log's, and this)
+declare -A what=(
+  [kernel-tests]="every suite of canonlab_gpu_tests, one process each"
+  [nccl]="canonlab_nccl_tests: the NCCL communicator"
+  [e1-bk0]="E1-Bk0, $e1_steps steps on $dev against the cpu's: final loss within 2%, copy_acc within 2 points"
+  [determinism]="the $dev run again: metrics.jsonl (but timings) and the final checkpoint identical"
+  [resume]="the $dev run stopped after step $e1_pause, SIGKILLed, --resume: identical to the uninterrupted run"
+  [linear-mamba2]="mamba2-4L128, $lin_steps steps on $dev: learns; final loss within 2% of the cpu's"
+  [linear-gla]="gla-4L128-canon-AbCD, as above"
+  [linear-gdn]="gdn-4L128-canon-AbCD, as above"
+  [linear-deltanet]="deltanet-4L128, as above"
+  [linear-hybrid]="hybrid-MMMA-4L128-canon-AbCD, as above"
+  [text-75m]="configs/text/75m.yaml, $text_steps steps bf16 on $dev, KJV tokens: learns; bpc, tokens/s, MFU"
+  [packs]="4 key-shift runs of E1-Bk0 ($pack_steps steps) as one --pack 4 sweep against each alone: final checkpoints identical"
+  [memcheck]="compute-sanitizer memcheck over the index-heavy kernel suites, at most 60 s"
+  [benchmark]="bench/gpu-bench.sh: the linear layers, one training step against PyTorch, fla"
+)
+# One line of summary.md; a FAIL makes the exit status 1, and so does a check the budget did not reach.
+row() {
+  [[ $2 == FAIL && $4 == *"not run: out of time"* ]] && set -- "$1" SKIPPED "$3" "$4"  # the budget, not the check
+  printf '| %s: %s | %s | %s | %s |\n' "$1" "${what[$1]:-}" "$2" "${3//|//}" "${4//|//}" >>"$rows"
+  say "$1: $2${3:+ | $3}${4:+ | $4}"
+  [[ $2 == FAIL || $4 == *"not run: out of time"* ]] && status=1
+  return 0
+}
+
+# ---- 1. the kernel tests, one suite per process ----
+bin="$run/canonlab_gpu_tests"
+bench_bin="$run/canonlab_gpu_bench"
+starts() { [[ -x "$1" ]] && "$1" --gtest_list_tests >/dev/null 2>&1; }
+tests_ok=1
 if ! starts "$bin"; then
-  say "the bundle's binary does not start here ($(ldd "$bin" 2>&1 | grep -m1 'not found' || echo "see check.log")); rebuilding"
+  say "the bundle's test binary does not start here ($(ldd "$bin" 2>&1 | grep -m1 'not found\|GLIBC' || echo "see check.log")); rebuilding"
   ldd "$bin" 2>&1 || true
   if command -v nvcc >/dev/null && command -v cmake >/dev/null && [[ -f "$bundle/googletest/CMakeLists.txt" ]]; then
     gen=()
@@ -151,127 +317,65 @@ if ! starts "$bin"; then
          >>"$out/build.log" 2>&1; then
       bin="$build_dir/canonlab_gpu_tests"
       bench_bin="$build_dir/canonlab_gpu_bench"
-      dir="$(find_cublaslt)" && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
   fi
-  starts "$bin" || { say "error: no runnable GPU test binary (see build.log and check.log)"; exit 2; }
+  starts "$bin" || { say "error: no runnable GPU test binary (see build.log and check.log)"; tests_ok=0; }
 fi
-say "tests: $bin"
-{
-  echo "== cuBLASLt the tests load"
-  ldd "$bin" 2>&1 | grep cublasLt
-} >>"$out/device.txt"
-
-# ---- the tests, one suite per process ----
-suites=()
-while IFS= read -r line; do
-  [[ "$line" =~ ^([^[:space:]#][^[:space:]]*)\.(\ .*)?$ ]] && suites+=("${BASH_REMATCH[1]}")
-done < <("$bin" --gtest_list_tests)
-say "${#suites[@]} suites"
-# Is there a device? The tests' own check (cudaGetDeviceCount, gpu_test.h) decides, through one tiny test.
-no_gpu=0 no_gpu_reason=""
-probe="$("$bin" --gtest_filter='GpuCanonLimits.*' 2>&1)"
 gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
-if grep -q 'no CUDA device' <<<"$probe"; then
-  no_gpu_reason="$(grep -m1 -o 'no CUDA device.*' <<<"$probe")"
-  if ((${gpus:-0} > 0)); then
-    # nvidia-smi sees a GPU the CUDA runtime cannot use (e.g. a driver older than CUDA 13 needs): a failure, not
-    # the no-GPU dry run
-    say "error: nvidia-smi lists ${gpus} GPU(s) but the tests say: $no_gpu_reason (driver too old for CUDA 13?)"
-    no_gpu_reason=""
-  else
-    no_gpu=1
-    say "NO GPU: $no_gpu_reason"
-    say "every test will report SKIPPED; no memcheck, no benchmark; exit status 3"
-  fi
-fi
+no_gpu=0 no_gpu_reason=""
 results="$out/.suites" && mkdir -p "$results"
-: >"$out/gpu_tests.log"
-status=0
-for s in "${suites[@]}"; do
-  budget=$(left)
-  safe="${s//\//_}"
-  if ((budget <= 5)); then
-    say "out of time before $s"
-    echo "$s|124|0|not run: out of time" >>"$results/runs"
-    status=1
-    continue
-  fi
-  t0=$SECONDS
-  timeout "$budget" "$bin" --gtest_filter="$s.*" --gtest_output="xml:$results/$safe.xml" >"$results/$safe.log" 2>&1
-  rc=$?
-  cat "$results/$safe.log" >>"$out/gpu_tests.log"
-  note=""
-  ((rc == 124)) && note="timed out"
-  ((rc != 0 && rc != 124)) && note="exit status $rc"
-  ((rc != 0)) && status=1
-  echo "$s|$rc|$((SECONDS - t0))|$note" >>"$results/runs"
-done
-
-# ---- the NCCL communicator (tests/gpu/nccl/): libnccl.so.2 from the toolkit or PyTorch's nvidia-nccl wheel ----
-nccl_status="not run: no canonlab_nccl_tests in the bundle"
-if [[ -x "$bundle/canonlab_nccl_tests" ]]; then
-  nccl_dir="$(python3 -c 'import glob,os,site,sys
-for d in ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"] + site.getsitepackages() + sys.path:
-    for f in glob.glob(os.path.join(d, "**", "libnccl.so.2"), recursive=True):
-        print(os.path.dirname(f)); sys.exit(0)' 2>/dev/null || true)"
-  LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" timeout "$(left)" "$bundle/canonlab_nccl_tests" \
-    >"$out/nccl_tests.log" 2>&1
-  rc=$?
-  cat "$out/nccl_tests.log" >>"$out/gpu_tests.log"
-  if ((rc == 0)); then nccl_status="passed ($(grep -c '^\[       OK \]' "$out/nccl_tests.log") ok, $(grep -c '^\[  SKIPPED \]' "$out/nccl_tests.log") skipped; libnccl from ${nccl_dir:-the loader path})"
-  else nccl_status="FAILED (exit $rc): see nccl_tests.log"; status=1; fi
-fi
-say "NCCL communicator: $nccl_status"
-
-# ---- out-of-bounds accesses: compute-sanitizer's memcheck over the index-heavy suites, if the tool works here ----
-# (it does on Firecracker machines, not on gVisor ones: docs/gpu.md). Advisory in time, binding in result.
-memcheck_status="not run: no compute-sanitizer"
-sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
-if ((no_gpu)); then
-  memcheck_status="not run: no CUDA device"
-elif [[ -n "$sanitizer" ]] && ((${gpus:-0} == 0)); then
-  memcheck_status="not run: no GPU visible"
-elif [[ -n "$sanitizer" ]]; then
-  budget=$(( $(left) - 60 ))
-  ((budget > 150)) && budget=150
-  if ((budget >= 30)); then
-    timeout "$budget" "$sanitizer" --tool memcheck --error-exitcode 99 "$bin" \
-      --gtest_filter='Shapes/GpuAttention.*:Shapes/GpuCanon.*:Shapes/GpuNorm.*:GpuLookup.*:GpuElementwise.*:Shapes/GpuSsd.*:Shapes/GpuGla.*:Shapes/GpuDeltaRule.*:GpuLinearGlue.*:GpuDecode.*' \
-      >"$out/memcheck.log" 2>&1
-    rc=$?
-    if ((rc == 0)); then memcheck_status="clean (attention, canon, norm, lookup, elementwise, ssd, gla, delta-rule, linear glue, decode suites)"
-    elif ((rc == 99)); then memcheck_status="ERRORS: see memcheck.log"; status=1
-    elif ((rc == 124)); then memcheck_status="stopped after ${budget}s without an error so far (memcheck.log)"
-    elif grep -q "not supported" "$out/memcheck.log"; then memcheck_status="unavailable on this machine (memcheck.log)"
-    else memcheck_status="exit status $rc: see memcheck.log (a test failure under memcheck counts as above)"
+: >"$out/kernel-tests.log"
+if ((tests_ok)); then
+  say "tests: $bin"
+  "$bin" --gtest_filter='CublasLtLoader.*' 2>&1 | grep -m1 '^cuBLASLt: ' >>"$out/device.txt"
+  suites=()
+  while IFS= read -r line; do
+    [[ "$line" =~ ^([^[:space:]#][^[:space:]]*)\.(\ .*)?$ ]] && suites+=("${BASH_REMATCH[1]}")
+  done < <("$bin" --gtest_list_tests)
+  say "${#suites[@]} suites"
+  # Is there a device? The tests' own check (cudaGetDeviceCount, gpu_test.h) decides, through one tiny test.
+  probe="$("$bin" --gtest_filter='GpuCanonLimits.*' 2>&1)"
+  if grep -q 'no CUDA device' <<<"$probe"; then
+    no_gpu_reason="$(grep -m1 -o 'no CUDA device.*' <<<"$probe")"
+    if ((${gpus:-0} > 0)); then
+      # nvidia-smi sees a GPU the CUDA runtime cannot use (e.g. a driver older than CUDA 13 needs): a failure, not
+      # the no-GPU dry run
+      say "error: nvidia-smi lists ${gpus} GPU(s) but the tests say: $no_gpu_reason (driver too old for CUDA 13?)"
+      no_gpu_reason=""
+      status=1
+    else
+      no_gpu=1
+      say "NO GPU: $no_gpu_reason"
+      say "every check will report SKIPPED$([[ $dev == cpu ]] && echo ', but the training checks run on the CPU (--train-device cpu)'); exit status 3"
     fi
-  else
-    memcheck_status="not run: out of time"
   fi
-fi
-
-# ---- the GPU benchmark: bench/gpu-bench.sh OUT_DIR (time budget in CANONLAB_GPU_SECONDS; its output is bench.log) ----
-bench_status="not run: no bench/gpu-bench.sh"
-if ((no_gpu)); then
-  bench_status="not run: no CUDA device"
-elif [[ -x "$root/bench/gpu-bench.sh" ]]; then
-  budget=$(left)
-  if ((budget > 30)); then
-    CANONLAB_GPU_BUNDLE="$bundle" CANONLAB_GPU_BENCH_BIN="$bench_bin" CANONLAB_GPU_SECONDS=$((budget - 10)) \
-      timeout "$budget" "$root/bench/gpu-bench.sh" "$out" >"$out/bench.log" 2>&1
+  t_tests=$SECONDS
+  for s in "${suites[@]}"; do
+    safe="${s//\//_}"
+    budget=$(cap 60)  # a suite is seconds on a GPU; a hang costs at most a minute
+    if [[ -z $budget ]]; then
+      echo "$s|124|0|not run: out of time" >>"$results/runs"
+      continue
+    fi
+    t0=$SECONDS
+    timeout "$budget" "$bin" --gtest_filter="$s.*" --gtest_output="xml:$results/$safe.xml" >"$results/$safe.log" 2>&1
     rc=$?
-    bench_status=$([[ $rc == 0 ]] && echo "ran: see bench.log" || echo "failed (exit status $rc): see bench.log")
-    ((rc != 0)) && status=1
-  else
-    bench_status="not run: out of time"
-  fi
+    cat "$results/$safe.log" >>"$out/kernel-tests.log"
+    note=""
+    ((rc == 124)) && note="timed out"
+    ((rc != 0 && rc != 124)) && note="exit status $rc"
+    echo "$s|$rc|$((SECONDS - t0))|$note" >>"$results/runs"
+  done
+  t_tests=$((SECONDS - t_tests))
+else
+  no_gpu=$(( ${gpus:-0} == 0 ))
+  ((no_gpu)) && no_gpu_reason="no CUDA device: nvidia-smi lists none"
 fi
 
-# ---- the table ----
-python3 - "$results" "$out/results.md" "$bench_status" "$out/device.txt" "$memcheck_status" "$no_gpu_reason" <<'EOF'
+# The kernel tests' table (results.md) and its verdict: 0 all passed, 1 a failure, 3 no failure but skips.
+python3 - "$results" "$out/results.md" "$out/device.txt" "$no_gpu_reason" >"$out/.tests-verdict" <<'EOF'
 import glob, os, sys, xml.etree.ElementTree as ET
-results, path, bench, device, memcheck, no_gpu = sys.argv[1:7]
+results, path, device, no_gpu = sys.argv[1:5]
 runs = {}
 if os.path.exists(os.path.join(results, "runs")):
     for line in open(os.path.join(results, "runs")):
@@ -299,9 +403,9 @@ for name, (rc, secs, note) in runs.items():
     for i, v in enumerate((n, passed, failed, skipped)):
         totals[i] += v
 with open(path, "w") as f:
-    f.write("# GPU check\n\n")
+    f.write("# GPU kernel tests\n\n")
     if no_gpu:
-        f.write(f"**NO GPU: {no_gpu}.** Every test was SKIPPED; nothing was verified.\n\n")
+        f.write(f"**NO GPU: {no_gpu}.** The tests that need a device were SKIPPED; nothing on a GPU was verified.\n\n")
     dev = open(device).read().strip() if os.path.exists(device) else "(unknown)"
     f.write("```\n" + dev + "\n```\n\n")
     f.write("| suite | tests | passed | failed | skipped | s | note |\n|---|---:|---:|---:|---:|---:|---|\n")
@@ -310,25 +414,278 @@ with open(path, "w") as f:
     f.write(f"| **all** | {totals[0]} | {totals[1]} | {totals[2]} | {totals[3]} | | |\n\n")
     if failed_tests:
         f.write("Failed:\n\n" + "".join(f"- `{t}`\n" for t in failed_tests) + "\n")
-    if totals[3] and not no_gpu:
-        f.write(f"{totals[3]} tests skipped: on a GPU machine that means no device was visible (see gpu_tests.log).\n\n")
-    f.write(f"compute-sanitizer memcheck: {memcheck}\n\n")
-    f.write(f"Benchmark: {bench}\n")
-print(f"{totals[0]} tests: {totals[1]} passed, {totals[2]} failed, {totals[3]} skipped")
-sys.exit(1 if totals[2] else 3 if totals[3] else 0)
+print(f"{totals[1]} passed, {totals[2]} failed, {totals[3]} skipped of {totals[0]}|{' '.join(failed_tests)[:300]}")
+sys.exit(1 if failed_tests else 3 if totals[3] else 0)
 EOF
-rc=$?
-# the table's own verdict: 0 all passed, 1 a failure, 3 no failure but skips; anything else: it was not written
-if ((rc == 1)); then
-  ((status == 0)) && status=1
-elif ((rc == 3)); then
-  # skips are the expected outcome without a device, and a failure with one
-  if ((no_gpu)); then ((status == 0)) && status=3; else ((status == 0)) && status=1; fi
-elif ((rc != 0)); then
-  say "error: could not write results.md (python3 exit status $rc)"
-  status=2
+tests_rc=$?
+IFS='|' read -r measured note <"$out/.tests-verdict"
+if ((!tests_ok)); then row kernel-tests FAIL "" "no runnable canonlab_gpu_tests (build.log, check.log)"
+elif ((tests_rc == 0)); then row kernel-tests PASS "$measured in ${t_tests}s" ""
+elif ((tests_rc == 3 && no_gpu)); then row kernel-tests SKIPPED "$measured" "$no_gpu_reason"
+elif ((tests_rc == 3)); then row kernel-tests FAIL "$measured" "tests skipped although a GPU is listed (kernel-tests.log)"
+else row kernel-tests FAIL "$measured" "failed: ${note:-see results.md}"
 fi
-rm -rf "$results"
-[[ -f "$out/results.md" ]] && say "$(grep '^| \*\*all' "$out/results.md")"
-say "gpu-check: done in $((SECONDS - start))s, exit status $status; results in $out/results.md"
+rm -rf "$results" "$out/.tests-verdict"
+
+# ---- 2. the NCCL communicator (tests/gpu/nccl/): libnccl.so.2 from the toolkit or PyTorch's nvidia-nccl wheel ----
+if [[ ! -x "$run/canonlab_nccl_tests" ]]; then row "nccl" SKIPPED "" "no canonlab_nccl_tests in the bundle"
+elif ((no_gpu)); then row "nccl" SKIPPED "" "$no_gpu_reason"
+elif ! limit=$(cap 60); then row "nccl" SKIPPED "" "not run: out of time"
+else
+  nccl_dir="$(python3 -c 'import glob,os,site,sys
+for d in ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"] + site.getsitepackages() + sys.path:
+    for f in glob.glob(os.path.join(d, "**", "libnccl.so.2"), recursive=True):
+        print(os.path.dirname(f)); sys.exit(0)' 2>/dev/null || true)"
+  LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" timeout "$limit" "$run/canonlab_nccl_tests" \
+    >"$out/nccl.log" 2>&1
+  rc=$?
+  measured="$(grep -c '^\[       OK \]' "$out/nccl.log") ok, $(grep -c '^\[  SKIPPED \]' "$out/nccl.log") skipped"
+  if ((rc == 0)); then row "nccl" PASS "$measured" "libnccl from ${nccl_dir:-the loader path}"
+  else row "nccl" FAIL "$measured" "exit status $rc (nccl.log)"; fi
+fi
+
+# ---- 3. training through the bundled CLI ----
+cfg="$bundle/configs" data="$bundle/data/kjv-bpe4096"
+[[ -d "$cfg" ]] || cfg="$root/configs"
+cpu_threads=$(nproc)
+# canonlab with the bundle's libraries only (LD_LIBRARY_PATH: its lib/), output appended to LOG; $wall: its seconds.
+# Returns canonlab's exit status (124: it hit LIMIT), also kept in $cl_rc (`if ! cl ...` leaves 0 in $?).
+cl() {
+  local log=$1 limit=$2 t0=$EPOCHREALTIME rc
+  shift 2
+  echo "+ canonlab $*" >>"$log"
+  timeout -k 10 "$limit" env LD_LIBRARY_PATH="$run/lib" "$run/canonlab" "$@" >>"$log" 2>&1  # -k: past a stop signal's checkpoint
+  rc=$?
+  cl_rc=$rc
+  wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  echo "(exit status $rc after ${wall}s)" >>"$log"
+  return $rc
+}
+# Why a run failed, for the note: the budget's end, its own cap, or its error line.
+why() {
+  if (($1 == 124 && $(left) <= 20)); then echo "not run: out of time (stopped at the budget's end after ${2}s)"
+  elif (($1 == 124)); then echo "timed out after ${2}s"
+  else echo "exit status $1: $(tail -n 20 "$3" | grep -m1 -i 'error' | cut -c1-160)"; fi
+}
+# Keeps a run's small records in OUT/runs/NAME (the run directories stay in /tmp).
+keep() { mkdir -p "$out/runs/$2" && cp "$1"/summary.json "$1"/metrics.jsonl "$out/runs/$2/" 2>/dev/null; return 0; }
+compare() { python3 "$root/scripts/gpu-check-compare.py" "$@"; }
+# Runs the comparison and writes its row: PASS when it exits 0.
+verdict() {
+  local name=$1 res rc measured note
+  shift
+  res="$(compare "$@")"
+  rc=$?
+  measured="${res%%|*}" note="${res#*|}"
+  if ((rc == 0)); then row "$name" PASS "$measured" "$note"; else row "$name" FAIL "$measured" "$note"; fi
+}
+
+train_skip=""  # why the training checks cannot run
+if ((no_gpu)) && [[ $dev == cuda ]]; then train_skip="$no_gpu_reason"
+elif [[ ! -x "$run/canonlab" ]]; then train_skip="no canonlab in the bundle"
+elif ! env LD_LIBRARY_PATH="$run/lib" "$run/canonlab" --help >/dev/null 2>&1; then
+  train_skip="the bundled canonlab does not start here: $(env LD_LIBRARY_PATH="$run/lib" ldd "$run/canonlab" 2>&1 | grep -m1 'not found\|GLIBC')"
+fi
+e1=("$cfg/E1-Bk0.yaml" --set "train.steps=$e1_steps" --set "train.checkpoint_every=$e1_ckpt" --quiet)
+
+checks=(e1-bk0 determinism resume linear-mamba2 linear-gla linear-gdn linear-deltanet linear-hybrid text-75m packs)
+if [[ -n $train_skip ]]; then
+  for c in "${checks[@]}"; do row "$c" SKIPPED "" "$train_skip"; done
+else
+  say "training checks on $dev through $run/canonlab"
+  # E1-Bk0 on the GPU against the CPU: the loss curve's end and copy_acc
+  log="$out/e1-bk0.log"
+  if ! limit=$(cap 90); then row e1-bk0 SKIPPED "" "not run: out of time"
+  elif ! cl "$log" "$limit" train "${e1[@]}" --set train.device=$dev --out "$work/e1-a"; then
+    row e1-bk0 FAIL "" "$dev run: $(why $cl_rc "$limit" "$log")"
+  else
+    keep "$work/e1-a" e1-a
+    gpu_wall=$wall
+    if ! limit=$(cap 120); then row e1-bk0 SKIPPED "$dev ${gpu_wall}s" "not run: out of time (the cpu run)"
+    elif ! cl "$log" "$limit" train "${e1[@]}" --set train.device=cpu --set train.threads=$cpu_threads --out "$work/e1-cpu"; then
+      row e1-bk0 FAIL "$dev ${gpu_wall}s" "cpu run: $(why $cl_rc "$limit" "$log")"
+    else
+      keep "$work/e1-cpu" e1-cpu
+      res="$(compare curves "$work/e1-a" "$work/e1-cpu")"
+      rc=$?
+      m="${res%%|*}; $dev ${gpu_wall}s, cpu ($cpu_threads threads) ${wall}s"
+      if ((rc == 0)); then row e1-bk0 PASS "$m" "${res#*|}"; else row e1-bk0 FAIL "$m" "${res#*|}"; fi
+    fi
+  fi
+  # The same run again: the same bits
+  log="$out/determinism.log"
+  if [[ ! -f "$work/e1-a/summary.json" ]]; then row determinism SKIPPED "" "no first run (e1-bk0)"
+  elif ! limit=$(cap 90); then row determinism SKIPPED "" "not run: out of time"
+  elif ! cl "$log" "$limit" train "${e1[@]}" --set train.device=$dev --out "$work/e1-b"; then
+    row determinism FAIL "" "$(why $cl_rc "$limit" "$log")"
+  else
+    verdict determinism same "$work/e1-b" "$work/e1-a"
+  fi
+  # Killed mid-run and resumed: the process stops itself after step e1_pause (CANONLAB_PAUSE_AT, a checkpoint just
+  # written), is killed with SIGKILL, and --resume finishes it
+  log="$out/resume.log"
+  if [[ ! -f "$work/e1-a/summary.json" ]]; then row resume SKIPPED "" "no uninterrupted run (e1-bk0)"
+  elif ! limit=$(cap 120); then row resume SKIPPED "" "not run: out of time"
+  else
+    echo "+ CANONLAB_PAUSE_AT=after-step:$e1_pause canonlab train ${e1[*]} --set train.device=$dev --out $work/e1-r" >>"$log"
+    CANONLAB_PAUSE_AT=after-step:$e1_pause LD_LIBRARY_PATH="$run/lib" "$run/canonlab" train "${e1[@]}" \
+      --set train.device=$dev --out "$work/e1-r" >>"$log" 2>&1 &
+    pid=$! paused=0
+    for ((i = 0; i < 5 * limit; i++)); do  # state T: stopped by its own SIGSTOP
+      state="$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" || break
+      [[ $state == T ]] && { paused=1; break; }
+      [[ $state == Z ]] && break  # it ended (an error) before the pause
+      sleep 0.2
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    if ((!paused)); then row resume FAIL "" "it did not stop after step $e1_pause within ${limit}s (resume.log)"
+    elif ! limit=$(cap 90); then row resume SKIPPED "killed after step $e1_pause" "not run: out of time (the resume)"
+    elif ! cl "$log" "$limit" train "${e1[@]}" --set train.device=$dev --out "$work/e1-r" --resume; then
+      row resume FAIL "killed after step $e1_pause" "the resume: $(why $cl_rc "$limit" "$log")"
+    else
+      keep "$work/e1-r" e1-resumed
+      verdict resume same "$work/e1-r" "$work/e1-a"
+    fi
+  fi
+  # Every linear family and a hybrid: learns on the GPU, and ends where the CPU does
+  lin=(--set "train.steps=$lin_steps" --set train.eval_every=0 --set train.checkpoint_every=0 --set train.log_every=10 --quiet)
+  for pair in mamba2:mamba2-4L128 gla:gla-4L128-canon-AbCD gdn:gdn-4L128-canon-AbCD deltanet:deltanet-4L128 \
+              hybrid:hybrid-MMMA-4L128-canon-AbCD; do
+    name="linear-${pair%%:*}" config="$cfg/linear/${pair#*:}.yaml" log="$out/linear-${pair%%:*}.log"
+    if ! limit=$(cap 45); then row "$name" SKIPPED "" "not run: out of time"
+    elif ! cl "$log" "$limit" train "$config" "${lin[@]}" --set train.device=$dev --out "$work/$name"; then
+      row "$name" FAIL "" "${pair#*:}: $(why $cl_rc "$limit" "$log")"
+    else
+      keep "$work/$name" "$name"
+      gpu_wall=$wall
+      if limit=$(cap 45) && cl "$log" "$limit" train "$config" "${lin[@]}" --set train.device=cpu \
+           --set train.threads=$cpu_threads --out "$work/$name-cpu"; then
+        res="$(compare learns "$work/$name" "$work/$name-cpu")"
+        rc=$?
+        m="${res%%|*}; $dev ${gpu_wall}s, cpu ${wall}s"
+      else
+        res="$(compare learns "$work/$name")"
+        rc=$?
+        m="${res%%|*}; $dev ${gpu_wall}s; no cpu run (out of time or failed: $name.log)"
+      fi
+      if ((rc == 0)); then row "$name" PASS "$m" "${res#*|}"; else row "$name" FAIL "$m" "${res#*|}"; fi
+    fi
+  done
+  # The 75M text model, 100 steps in bf16 on the bundle's KJV tokens: bpc, tokens/s, MFU against the bf16 GEMM rate
+  # measured here (bench/gpu/bench_step_torch.py --gemm-only: torch.matmul 8192^3), else the nominal 989 TFLOP/s
+  log="$out/text-75m.log"
+  text=("$cfg/text/75m.yaml" --set "train.steps=$text_steps" --set "train.device=$dev" --set train.precision=bf16
+        --set task.text.path="$data" --set task.text.eval_whole_split=false --set train.eval_batches=2
+        --set train.checkpoint_every=0 --set train.log_every=10 "${text_small[@]}" --quiet)
+  if [[ ! -f "$data/manifest.json" ]]; then row text-75m SKIPPED "" "no $data in the bundle"
+  elif ! limit=$(cap 180); then row text-75m SKIPPED "" "not run: out of time"
+  else
+    # the FLOPs per step, from the estimate (which exits 2 only when the run would not fit)
+    cl "$work/text-dry-run.txt" 60 train "${text[@]}" --dry-run
+    cat "$work/text-dry-run.txt" >>"$log"
+    bench_dir="$bundle/bench/gpu"
+    [[ -f "$bench_dir/bench_step_torch.py" ]] || bench_dir="$root/bench/gpu"
+    [[ $dev == cuda ]] && timeout 60 python3 "$bench_dir/bench_step_torch.py" --gemm-only >"$work/gemm.json" 2>>"$log"
+    cat "$work/gemm.json" >>"$log" 2>/dev/null
+    if ! limit=$(cap 180); then row text-75m SKIPPED "" "not run: out of time"
+    elif ! cl "$log" "$limit" train "${text[@]}" --out "$work/text-75m"; then
+      keep "$work/text-75m" text-75m
+      m="$(compare progress "$work/text-75m")"
+      row text-75m FAIL "${m%%|*}" "$(why $cl_rc "$limit" "$log")"
+    else
+      keep "$work/text-75m" text-75m
+      res="$(compare text "$work/text-75m" --dry-run "$work/text-dry-run.txt" --gemm-json "$work/gemm.json")"
+      rc=$?
+      m="${res%%|*}; ${wall}s"
+      if ((rc == 0)); then row text-75m PASS "$m" "${res#*|}"; else row text-75m FAIL "$m" "${res#*|}"; fi
+    fi
+  fi
+  # Packed sweeps: four runs of a key-shift study (E1-Bk0's key shift on layer 0, 1, 2 or 3) in one pack, against
+  # the same four trained one by one from their run.yaml: every final checkpoint byte-identical
+  log="$out/packs.log"
+  cat >"$work/pack-sweep.yaml" <<EOF
+name: gpu-check-pack
+description: scripts/gpu-check.sh's pack check, E1-Bk0 with the key shift on each of its 4 layers
+base: $cfg/E1-Bk0.yaml
+set:
+  train.device: $dev
+  train.steps: $pack_steps
+  train.eval_every: 0
+  train.checkpoint_every: 0
+axes:
+  - name: layer
+    key: model.attention.key_shift.layers
+    values: [[0], [1], [2], [3]]
+    labels: [L0, L1, L2, L3]
+EOF
+  cat "$work/pack-sweep.yaml" >>"$log"
+  if ! limit=$(cap 120); then row packs SKIPPED "" "not run: out of time"
+  elif ! cl "$log" "$limit" sweep "$work/pack-sweep.yaml" --pack 4 --out "$work/pack"; then
+    row packs FAIL "" "the packed sweep: $(why $cl_rc "$limit" "$log")"
+  else
+    pack_wall=$wall single_wall=0 failed=""
+    for d in "$work/pack/runs"/*/; do
+      r="$(basename "$d")"
+      if ! limit=$(cap 60); then failed="not run: out of time"; break; fi
+      cl "$log" "$limit" train "$d/run.yaml" --quiet --out "$work/single/$r" || { failed="$r alone: $(why $cl_rc "$limit" "$log")"; break; }
+      single_wall=$(awk -v a="$single_wall" -v b="$wall" 'BEGIN { printf "%.1f", a + b }')
+    done
+    if [[ -n $failed ]]; then row packs "$([[ $failed == not\ run* ]] && echo SKIPPED || echo FAIL)" "" "$failed"
+    else
+      res="$(compare checkpoints "$work/pack" "$work/single")"
+      rc=$?
+      m="${res%%|*}; pack of 4 ${pack_wall}s, one by one ${single_wall}s"
+      if ((rc == 0)); then row packs PASS "$m" "${res#*|}"; else row packs FAIL "$m" "${res#*|}"; fi
+    fi
+  fi
+fi
+
+# ---- 4. out-of-bounds accesses: compute-sanitizer's memcheck over the index-heavy suites, where the tool works ----
+# (it does on Firecracker machines, not on gVisor ones: docs/gpu.md). Advisory in time, binding in result.
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
+if ((no_gpu)); then row memcheck SKIPPED "" "$no_gpu_reason"
+elif ((!tests_ok)); then row memcheck SKIPPED "" "no runnable canonlab_gpu_tests"
+elif [[ -z "$sanitizer" ]]; then row memcheck SKIPPED "" "no compute-sanitizer"
+elif ! limit=$(cap 60) || ((limit < 30)); then row memcheck SKIPPED "" "not run: out of time"
+else
+  timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 99 "$bin" \
+    --gtest_filter='Shapes/GpuAttention.*:Shapes/GpuCanon.*:Shapes/GpuNorm.*:GpuLookup.*:GpuElementwise.*:Shapes/GpuSsd.*:Shapes/GpuGla.*:Shapes/GpuDeltaRule.*:GpuLinearGlue.*:GpuDecode.*' \
+    >"$out/memcheck.log" 2>&1
+  rc=$?
+  if ((rc == 0)); then row memcheck PASS "clean: attention, canon, norm, lookup, elementwise, ssd, gla, delta-rule, linear glue, decode suites" ""
+  elif ((rc == 99)); then row memcheck FAIL "errors (memcheck.log)" ""
+  elif ((rc == 124)); then row memcheck SKIPPED "no error in the first ${limit}s" "stopped by its cap (memcheck.log)"
+  elif grep -q "not supported" "$out/memcheck.log"; then row memcheck SKIPPED "" "unavailable on this machine (memcheck.log)"
+  else row memcheck FAIL "exit status $rc" "a test failure under memcheck (memcheck.log)"
+  fi
+fi
+
+# ---- 5. the GPU benchmark: bench/gpu-bench.sh OUT_DIR (what is left of the budget; its output is bench.log) ----
+if ((no_gpu)); then row benchmark SKIPPED "" "$no_gpu_reason"
+elif [[ ! -x "$root/bench/gpu-bench.sh" ]]; then row benchmark SKIPPED "" "no bench/gpu-bench.sh"
+elif ! limit=$(cap 100000) || ((limit < 30)); then row benchmark SKIPPED "" "not run: out of time"
+else
+  CANONLAB_GPU_BUNDLE="$bundle" CANONLAB_GPU_RUN="$run" CANONLAB_GPU_BENCH_BIN="$bench_bin" \
+    CANONLAB_GPU_SECONDS=$((limit - 10)) timeout "$limit" "$root/bench/gpu-bench.sh" "$out" >"$out/bench.log" 2>&1
+  rc=$?
+  measured="$(grep -cE '\| [0-9]+\.[0-9]+ \| [0-9,]+ \|' "$out/bench_step.md" 2>/dev/null || echo 0) step-benchmark rows measured (bench_step.md), layer benchmark in bench.log"
+  if ((rc == 0)); then row benchmark PASS "$measured" ""; else row benchmark FAIL "$measured" "exit status $rc (bench.log)"; fi
+fi
+
+# ---- the summary ----
+((no_gpu && status == 0)) && status=3
+{
+  echo "# GPU check: summary"
+  echo
+  ((no_gpu)) && echo "**NO GPU: ${no_gpu_reason}.** Nothing on a GPU was verified." && echo
+  echo "device: $(grep -m1 -A1 '^name, driver' "$out/device.txt" | tail -n +2 | grep . || echo 'no nvidia-smi'); $(nproc) CPU cores"
+  echo "bundle: $(grep -m1 '^commit:' "$bundle/MANIFEST" 2>/dev/null | sed 's/^commit: *//'); budget ${seconds}s, used $((SECONDS - start))s; exit status $status"
+  echo
+  echo "| check | status | measured | note |"
+  echo "|---|---|---|---|"
+  cat "$rows"
+} >"$out/summary.md"
+rm -f "$rows"
+say "gpu-check: done in $((SECONDS - start))s, exit status $status; $out/summary.md"
 exit $status

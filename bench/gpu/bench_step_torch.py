@@ -91,6 +91,13 @@ def gemm_rates():
 
 
 # ---- canonlab's side ----------------------------------------------------------------------------------------------
+def canonlab_env(canonlab):
+    """The bundle's executables find their libraries through RUNPATH ($ORIGIN/lib); LD_LIBRARY_PATH names them too,
+    for canonlab only (this python's torch must keep the machine's own libstdc++)."""
+    lib = os.path.join(os.path.dirname(os.path.abspath(canonlab)), "lib")
+    return dict(os.environ, LD_LIBRARY_PATH=lib) if os.path.isdir(lib) else None
+
+
 def canonlab_settings(config_sets, precision, batch, data):
     sets = ["train.device=cuda", f"train.precision={precision}", f"train.batch_size={batch}"] + config_sets
     if data:
@@ -101,7 +108,7 @@ def canonlab_settings(config_sets, precision, batch, data):
 def dry_run(canonlab, config, sets, timeout):
     """canonlab's own numbers for the run: vocabulary, batch, tokens per sequence and FLOPs per step."""
     cmd = [canonlab, "train", config, "--dry-run"] + [a for s in sets for a in ("--set", s)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=canonlab_env(canonlab))
     text = p.stdout + p.stderr  # a run the machine cannot hold exits 2 after printing the estimate
     m = re.search(r"vocab (\d+)", text)
     s = re.search(r"step: (\d+) sequences x (\d+) tokens = \d+ tokens, ([\d.]+) ([kMGTPE]?)FLOP", text)
@@ -115,7 +122,7 @@ def dry_run(canonlab, config, sets, timeout):
 def bench_step(canonlab, config, sets, steps, warmup, timeout):
     cmd = [canonlab, "bench-step", config, "--steps", str(steps), "--warmup", str(warmup)]
     cmd += [a for s in sets for a in ("--set", s)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=canonlab_env(canonlab))
     for line in reversed(p.stdout.strip().splitlines()):
         try:
             out = json.loads(line)
