@@ -55,7 +55,7 @@ done
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "error: --seconds '$seconds': expected a whole number >= 1" >&2; exit 2; }
 [[ "$dev" == cuda || "$dev" == cpu ]] || { echo "error: --train-device '$dev': allowed: cuda, cpu" >&2; exit 2; }
 [[ "$bundle" = /* ]] || bundle="$PWD/$bundle"
-executables=(canonlab canonlab_gpu_tests canonlab_gpu_bench canonlab_nccl_tests)
+executables=(canonlab canonlab_gpu_tests canonlab_cuda_backend_tests canonlab_gpu_bench canonlab_nccl_tests)
 limit_bytes=$((64 << 20))  # what the device tool carries
 
 # Libraries a Linux machine has of its own (glibc, the loader) or with its NVIDIA driver: never bundled.
@@ -114,7 +114,8 @@ if ((bundle_only)); then
   help="$(cmake --build "$root/build-cuda" --target help)"
   [[ "$help" == *canonlab_gpu_tests* ]] ||
     { echo "error: CMake did not enable CUDA in build-cuda (is nvcc installed?); nothing to bundle" >&2; exit 2; }
-  targets=(canonlab canonlab_gpu_tests canonlab_gpu_bench)
+  # canonlab_cuda_backend_tests: CudaBackend against the CPU backend, model by model (tests/cuda_host/test_cuda_parity.cpp)
+  targets=(canonlab canonlab_gpu_tests canonlab_cuda_backend_tests canonlab_gpu_bench)
   # The NCCL communicator's tests, when the toolkit has NCCL: a binary of their own (they load libnccl.so.2).
   [[ "$help" == *canonlab_nccl_tests* ]] && targets+=(canonlab_nccl_tests)
   cmake --build "$root/build-cuda" --target "${targets[@]}" -j "$(nproc)"
@@ -124,6 +125,7 @@ if ((bundle_only)); then
   for t in "${targets[@]}"; do
     src="$root/build-cuda/$t"
     [[ -x "$src" ]] || src="$root/build-cuda/tests/gpu/$t"
+    [[ -x "$src" ]] || src="$root/build-cuda/tests/cuda_host/$t"
     while read -r name arrow path _; do
       [[ "$arrow" == "=>" && "$path" == /* ]] || continue
       system_lib "$name" && continue
@@ -277,6 +279,7 @@ fi
 # What each check is (summary.md's first column: the name, which is also its log's, and this)
 declare -A what=(
   [kernel-tests]="every suite of canonlab_gpu_tests, one process each"
+  [backend-parity]="canonlab_cuda_backend_tests: CudaBackend against the CPU backend, every family and option, one step"
   [nccl]="canonlab_nccl_tests: the NCCL communicator"
   [e1-bk0]="E1-Bk0, $e1_steps steps on $dev against the cpu's: final loss within 2%, copy_acc within 2 points"
   [determinism]="the $dev run again: metrics.jsonl (but timings) and the final checkpoint identical"
@@ -426,6 +429,20 @@ elif ((tests_rc == 3)); then row kernel-tests FAIL "$measured" "tests skipped al
 else row kernel-tests FAIL "$measured" "failed: ${note:-see results.md}"
 fi
 rm -rf "$results" "$out/.tests-verdict"
+
+# ---- 1b. CudaBackend against the CPU backend, model by model: every family and option, one step's loss, logits and
+# gradients (the parity cases the CPU suite runs through the host stand-in of the CUDA layer, here on the GPU) ----
+if [[ ! -x "$run/canonlab_cuda_backend_tests" ]]; then row backend-parity SKIPPED "" "no canonlab_cuda_backend_tests in the bundle"
+elif ((no_gpu)); then row backend-parity SKIPPED "" "$no_gpu_reason"
+elif ! limit=$(cap 90); then row backend-parity SKIPPED "" "not run: out of time"
+else
+  CANONLAB_SOURCE_DIR="$bundle" OMP_NUM_THREADS=$(nproc) timeout "$limit" env LD_LIBRARY_PATH="$run/lib" \
+    "$run/canonlab_cuda_backend_tests" >"$out/backend-parity.log" 2>&1
+  rc=$?
+  measured="$(grep -c '^\[       OK \]' "$out/backend-parity.log") ok, $(grep -c '^\[  FAILED  \]' "$out/backend-parity.log") failed, $(grep -c '^\[  SKIPPED \]' "$out/backend-parity.log") skipped"
+  if ((rc == 0)); then row backend-parity PASS "$measured" "Models/CudaBackendOnGpu.*: every family against the CPU backend"
+  else row backend-parity FAIL "$measured" "exit status $rc (backend-parity.log)"; fi
+fi
 
 # ---- 2. the NCCL communicator (tests/gpu/nccl/): libnccl.so.2 from the toolkit or PyTorch's nvidia-nccl wheel ----
 if [[ ! -x "$run/canonlab_nccl_tests" ]]; then row "nccl" SKIPPED "" "no canonlab_nccl_tests in the bundle"
