@@ -109,8 +109,24 @@ if ((bundle_only)); then
   command -v patchelf >/dev/null || { echo "error: patchelf missing: apt-get install patchelf (scripts/install-deps.sh)" >&2; exit 2; }
   # The GPU machine's processor is unknown: AVX2 as the baseline, never -march=native. No MPI: the GPU machine
   # trains one process per GPU, and libmpi would bring Open MPI's plugins and hwloc into the bundle.
+  # cuDNN's fused attention (train.attention_kernel, docs/gpu.md#attention-kernels) compiles against the header-only
+  # cuDNN frontend, a build dependency of this build only: its wheel, unpacked into build-cuda/cudnn-frontend.
+  # libcudnn.so.9 itself is opened at run time on the GPU machine (PyTorch's nvidia-cudnn-cu13 wheel), not bundled.
+  fe_dir="$root/build-cuda/cudnn-frontend"
+  if [[ ! -f "$fe_dir/include/cudnn_frontend.h" ]]; then
+    mkdir -p "$fe_dir"
+    fe_py="$root/.venv/bin/python"
+    [[ -x "$fe_py" ]] || fe_py=python3
+    if "$fe_py" -m pip download --no-deps -q -d "$fe_dir/wheel" nvidia-cudnn-frontend==1.32.0 &&
+       "$fe_py" -m zipfile -e "$fe_dir"/wheel/nvidia_cudnn_frontend-*.whl "$fe_dir/unpacked"; then
+      cp -r "$(dirname "$(find "$fe_dir/unpacked" -name cudnn_frontend.h | head -1)")" "$fe_dir/include"
+    fi
+    [[ -f "$fe_dir/include/cudnn_frontend.h" ]] ||
+      echo "warning: no cuDNN frontend (pip download nvidia-cudnn-frontend failed): the bundle's attention runs the flash kernel only" >&2
+  fi
   cmake -S "$root" -B "$root/build-cuda" -DCMAKE_BUILD_TYPE=Release -DCANONLAB_NATIVE=OFF \
-    -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
+    -DCANONLAB_CUDNN_FRONTEND_INCLUDE="$([[ -f "$fe_dir/include/cudnn_frontend.h" ]] && echo "$fe_dir/include")" >/dev/null
   help="$(cmake --build "$root/build-cuda" --target help)"
   [[ "$help" == *canonlab_gpu_tests* ]] ||
     { echo "error: CMake did not enable CUDA in build-cuda (is nvcc installed?); nothing to bundle" >&2; exit 2; }
@@ -242,29 +258,35 @@ trap '[[ "$run" != "$bundle" ]] && rm -rf "$run"; rm -rf "$work"' EXIT
   echo "$(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 } >"$out/device.txt"
 
-# cuBLASLt is opened at run time (src/engine/cuda/cublaslt_loader.h), which looks in the toolkit's usual places and
-# Python's nvidia wheels under the usual prefixes itself; a library found here anywhere else is named to it.
-find_cublaslt() {
+# cuBLASLt and cuDNN are opened at run time (src/engine/cuda/cublaslt_loader.h, engine/ops/attention/cudnn.h), each
+# looking in the toolkit's usual places and Python's nvidia wheels under the usual prefixes itself; a library found
+# here anywhere else (another Python's site-packages) is named to it.
+find_nvidia_lib() {  # NAME: the directory holding it
   local d
   for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            /usr/lib/x86_64-linux-gnu; do
-    [[ -e "$d/libcublasLt.so.13" ]] && { echo "$d"; return 0; }
+    [[ -e "$d/$1" ]] && { echo "$d"; return 0; }
   done
   if command -v python3 >/dev/null; then
-    python3 - <<'EOF' 2>/dev/null && return 0
+    python3 - "$1" <<'EOF' 2>/dev/null && return 0
 import glob, os, site, sys
 dirs = site.getsitepackages() + [site.getusersitepackages()] + sys.path
 for d in dirs:
-    for f in glob.glob(os.path.join(d, "nvidia", "**", "libcublasLt.so.13"), recursive=True):
+    for f in glob.glob(os.path.join(d, "nvidia", "**", sys.argv[1]), recursive=True):
         print(os.path.dirname(f)); sys.exit(0)
 sys.exit(1)
 EOF
   fi
   return 1
 }
-if [[ -z "${CANONLAB_CUBLASLT_DIR:-}" ]] && dir="$(find_cublaslt)"; then
+if [[ -z "${CANONLAB_CUBLASLT_DIR:-}" ]] && dir="$(find_nvidia_lib libcublasLt.so.13)"; then
   export CANONLAB_CUBLASLT_DIR="$dir"
   say "libcublasLt.so.13 in $dir (CANONLAB_CUBLASLT_DIR)"
+fi
+# cuDNN's loader looks in $CUDNN_HOME/lib: a wheel's nvidia/cudnn/lib is such a lib/
+if [[ -z "${CUDNN_HOME:-}" ]] && dir="$(find_nvidia_lib libcudnn.so.9)"; then
+  [[ "$(basename "$dir")" == lib ]] && export CUDNN_HOME="$(dirname "$dir")"
+  say "libcudnn.so.9 in $dir${CUDNN_HOME:+ (CUDNN_HOME=$CUDNN_HOME)}"
 fi
 
 status=0

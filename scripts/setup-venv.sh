@@ -20,8 +20,12 @@ FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
 
 command -v python3 >/dev/null || { echo "setup-venv: python3 not found" >&2; exit 1; }
-# The marker covers the requirements file and the interpreter, so changing either reinstalls.
-WANT="$( { cat "$REQ"; python3 --version; } | sha256sum | cut -d' ' -f1)"
+# Installed without their dependencies: cuDNN's header-only frontend (its headers land in site-packages/include, where
+# the CUDA build finds them to compile the cuDNN attention path, src/engine/cuda/CMakeLists.txt); its declared
+# dependencies (CUTLASS's Python DSL, about 500 MB) are for its Python API, which nothing here uses.
+NO_DEPS=(nvidia-cudnn-frontend==1.32.0)
+# The marker covers the requirements, the interpreter and NO_DEPS, so changing any of them reinstalls.
+WANT="$( { cat "$REQ"; python3 --version; echo "${NO_DEPS[@]}"; } | sha256sum | cut -d' ' -f1)"
 PY="$VENV/bin/python"
 
 if [[ $FORCE == 0 && -x "$PY" && -f "$MARKER" && "$(cat "$MARKER")" == "$WANT" ]] &&
@@ -44,5 +48,6 @@ rm -f "$MARKER"
 echo "setup-venv: installing $(grep -v '^#' "$REQ" | xargs) (torch's CUDA dependencies make this a few GB)"
 "$PY" -m pip install --disable-pip-version-check --no-input --upgrade pip
 "$PY" -m pip install --disable-pip-version-check --no-input -r "$REQ"
+"$PY" -m pip install --disable-pip-version-check --no-input --no-deps "${NO_DEPS[@]}"
 "$PY" -c "import torch, numpy, safetensors, yaml; print('setup-venv: torch', torch.__version__, '| numpy', numpy.__version__, '| safetensors', safetensors.__version__, '| pyyaml', yaml.__version__)"
 echo "$WANT" > "$MARKER"

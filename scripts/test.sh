@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# .venv first: the CUDA build compiles cuDNN's attention path against the cuDNN frontend's headers it holds
 scripts/setup-venv.sh
+scripts/build.sh
 scripts/install-python.sh
 # The libFuzzer targets are a clang build of their own (ASan + UBSan); building them here, before ctest, keeps a
 # build out of the test time. ctest's fuzz_build then finds them up to date (and skips them without clang: exit 77).

@@ -213,6 +213,7 @@ struct TrainConfig {
   std::string device = "cpu";   // cpu | cuda | cuda:N: where parameters, optimizer state and activations live
   std::string precision = "fp32";  // fp32 | bf16 (bf16 inputs to the linear layers' GEMMs, fp32 accumulation)
   bool cuda_graph = true;       // cuda: the training step as one captured CUDA graph (false: eager launches)
+  std::string attention_kernel = "auto";  // cuda: auto | flash | cudnn: who runs softmax attention in bf16
   int log_every = 10;
   int eval_every = 500;         // 0 = only at the end
   int eval_batches = 4;         // fixed held-out batches of batch_size sequences

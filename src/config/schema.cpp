@@ -301,6 +301,13 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(train.cuda_graph,
                    "cuda: capture the training step as one CUDA graph and replay it (after a few eager steps; the same "
                    "bits as eager launches, docs/gpu.md#the-step-as-one-graph); false launches every kernel each step"));
+  add(CANONLAB_KEY(train.attention_kernel,
+                   "cuda: who runs softmax attention. auto: with precision bf16, cuDNN's fused attention (bf16 tensor "
+                   "cores, deterministic backward) where it takes the case, else canonlab's flash kernel, each choice "
+                   "printed once and written to summary.json; flash: always canonlab's fp32 flash kernel; cudnn: cuDNN "
+                   "for every attention layer, a case it refuses is an error (needs precision bf16). fp32 precision "
+                   "always runs the fp32 flash kernel (docs/gpu.md#attention-kernels)")
+          .one_of({"auto", "flash", "cudnn"}));
   add(CANONLAB_KEY(train.log_every, "steps between log lines").at_least(1).at_most(kMaxSteps));
   add(CANONLAB_KEY(train.eval_every, "steps between evaluations; 0 = only at the end").at_least(0).at_most(kMaxSteps));
   add(CANONLAB_KEY(train.eval_batches, "fixed held-out batches of batch_size sequences")

@@ -333,6 +333,10 @@ void resolve_and_validate(RunConfig& config) {
     fail("train.device: " + single_quoted(config.train.device) + " is not allowed; allowed: cpu, cuda, cuda:N (N from 0 to " +
          std::to_string(kMaxDeviceIndex) + ")");
 
+  if (config.train.attention_kernel == "cudnn" && config.train.precision != "bf16")
+    fail("train.attention_kernel: 'cudnn' runs attention in bf16 and needs train.precision: bf16 (it is " +
+         single_quoted(config.train.precision) + "); allowed with fp32: auto or flash, which run the fp32 flash kernel");
+
   if (config.train.batch_size % config.train.micro_batches != 0)
     fail("train.micro_batches: " + std::to_string(config.train.micro_batches) + " does not divide train.batch_size = " +
          std::to_string(config.train.batch_size) + "; allowed: a divisor of the batch (each micro-batch holds batch_size / " +

@@ -132,8 +132,10 @@ class Attention final : public SequenceMixer<T> {
   }
 
   void needs(std::vector<OpNeed>& out) const override {
-    out.push_back({OpGroup::attention, name_ + " (model.family / model.layer_pattern)", D_,
-                   "head dimension (model.d_model / model.n_heads)"});
+    OpNeed need{OpGroup::attention, name_ + " (model.family / model.layer_pattern)", D_,
+                "head dimension (model.d_model / model.n_heads)"};
+    if (!slopes_.empty()) need.features.push_back({"alibi", "model.attention.position: alibi"});
+    out.push_back(std::move(need));
     if (canon_b_) canon_b_->needs(out);
   }
 

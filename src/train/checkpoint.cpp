@@ -44,7 +44,7 @@ nlohmann::json trajectory_relevant(const RunConfig& cfg) {
   // device: like threads, it may change the last bits but not the run (a run may resume on another machine);
   // so may micro_batches (the order gradients are summed in), so a job of N ranks may resume on another count
   for (const char* k :
-       {"threads", "device", "cuda_graph", "micro_batches", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
+       {"threads", "device", "cuda_graph", "attention_kernel", "micro_batches", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
     j["train"].erase(k);
   j.erase("probe");
   return j;

@@ -45,6 +45,12 @@ class Progress {
                  interactive_ ? "" : "\n");
     std::fflush(stderr);
   }
+  // A line of its own above the bar (what the run decided while running, e.g. a GPU's attention kernel).
+  void note(const std::string& line) {
+    if (!enabled_) return;
+    std::fprintf(stderr, "%s%s\n", interactive_ ? "\r\033[K" : "", line.c_str());
+    std::fflush(stderr);
+  }
   void finish() {
     if (enabled_ && interactive_) std::fprintf(stderr, "\n");
   }

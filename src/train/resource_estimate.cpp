@@ -101,7 +101,8 @@ CountedRun count_run(const ModelConfig& m, uint64_t seed, const TrainConfig& tra
   CountingMemory memory(parse_device(plan.device).value_or(DeviceSpec{}).device);
   CountedRun r;
   const std::shared_ptr<Backend<float>> backend =
-      make_counting_backend(plan.device, plan.precision, memory, plan.threads);
+      make_counting_backend(plan.device, plan.precision, memory, plan.threads,
+                            parse_attention_kernel(train_cfg.attention_kernel));
   const std::unique_ptr<LanguageModel<float>> model = build_model<float>(m, seed, backend);
   r.model = memory.live_bytes();
   Arena arena(memory);

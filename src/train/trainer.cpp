@@ -198,6 +198,14 @@ struct TrainingRun::State {
     double weight;
   };
   std::vector<Unread> unread;
+  size_t kernel_choices_noted = 0;  // backend().kernel_choices() already printed
+
+  // The backend's kernel choices made since the last note, each printed once (a GPU's attention per case).
+  void note_kernel_choices() {
+    const std::vector<std::string> choices = model->backend().kernel_choices();
+    for (; kernel_choices_noted < choices.size(); kernel_choices_noted++)
+      progress->note(model->backend().name() + ": " + choices[kernel_choices_noted]);
+  }
 };
 
 TrainingRun::TrainingRun(const RunConfig& cfg, const TrainOptions& options, const StopSignals& stop_signals)
@@ -333,6 +341,7 @@ void TrainingRun::step() {
       rec["elapsed_s"] = elapsed;
       s.log_metrics(rec);
     }
+    s.note_kernel_choices();
     s.progress->update(s.cursor.step, fb.loss, tok_s, s.last_eval);
     if (checkpointing || fb.stop_signal) save_checkpoint(s.ckpt_dir, s.cfg, params, s.opt, s.cursor);
   }
@@ -371,6 +380,9 @@ nlohmann::json TrainingRun::finish() {
   if (s.model->backend().memory().device() == Device::cuda)
     summary["cuda_graph_replays"] = s.model->backend().replayed_steps();
   if (!s.bf16_gemm.empty()) summary["bf16_gemm"] = s.bf16_gemm;
+  // The kernels the backend chose per case (on a GPU with bf16: cuDNN's attention or the flash kernel, and why)
+  if (const std::vector<std::string> choices = s.model->backend().kernel_choices(); !choices.empty())
+    summary["kernel_choices"] = choices;
   if (s.comm.size() > 1) {
     summary["ranks"] = s.comm.size();
     summary["communicator"] = s.comm.name();

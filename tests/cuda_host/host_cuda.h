@@ -134,6 +134,16 @@ void flash_attention_backward(CudaStream stream, float* dq, float* dk, float* dv
                               float scale, float* scratch);
 void attention_forward(CudaStream stream, float* out, float* probs, const float* q, const float* k, const float* v,
                        int ld_qkv, const float* alibi_slopes, int window, int B, int Tn, int H, int D, float scale);
+// cuDNN's fused attention (ops_cudnn_attention.cpp): the CPU kernel on bf16-rounded operands, results rounded to bf16
+std::string cudnn_attention_unsupported(int B, int Tn, int H, int D, bool alibi, int window);
+size_t cudnn_attention_workspace_bytes(int B, int Tn, int H, int D, bool alibi, int window, bool backward);
+void cudnn_attention_forward(CudaStream stream, float* out, float* lse, const float* q, const float* k, const float* v,
+                             int ld_qkv, bool alibi, int window, int B, int Tn, int H, int D, float scale,
+                             void* workspace);
+void cudnn_attention_backward(CudaStream stream, float* dq, float* dk, float* dv, int ld_dqkv, const float* dout,
+                              const float* out, const float* lse, const float* q, const float* k, const float* v,
+                              int ld_qkv, bool alibi, int window, int B, int Tn, int H, int D, float scale,
+                              void* workspace);
 void canon_conv_forward(CudaStream stream, float* out, const float* in, const float* weight, int B, int Tn, int C,
                         int K, int G);
 void canon_conv_backward(CudaStream stream, float* din, float* dweight, const float* dout, const float* in,

@@ -113,8 +113,14 @@ TEST_P(CANONLAB_PARITY_SUITE, OneStepMatchesTheCpuBackend) {
   const RunConfig cfg = load_case(GetParam());
   const bool bf16 = cfg.train.precision == "bf16";
   const PassResult cpu = one_pass(cfg, std::make_shared<CpuBackend<float>>(parse_precision(cfg.train.precision)), 4);
-  const auto backend = make_cuda_backend({0, parse_precision(cfg.train.precision), true});
+  const auto backend = make_cuda_backend(
+      {0, parse_precision(cfg.train.precision), true, parse_attention_kernel(cfg.train.attention_kernel)});
   const PassResult gpu = one_pass(cfg, backend, 4);
+  // A case named for cuDNN's attention ran it for every attention layer (and the others never did: fp32, ALiBi, flash)
+  for (const std::string& choice : backend->kernel_choices())
+    EXPECT_EQ(choice.find("cuDNN fused") != std::string::npos, GetParam().name.find("Cudnn") != std::string::npos)
+        << choice;
+  if (GetParam().name.find("Cudnn") != std::string::npos) EXPECT_FALSE(backend->kernel_choices().empty());
   ASSERT_TRUE(std::isfinite(cpu.loss));
   const double tol = (bf16 ? 2e-2 : 1e-5) * kToleranceFactor;
   EXPECT_NEAR(gpu.loss, cpu.loss, tol * std::abs(cpu.loss)) << GetParam();
@@ -164,6 +170,12 @@ const std::vector<ParityCase> kParityCases = {
     // bf16 under softmax scores: sign(q·k) turns the GEMMs' other rounding into flipped signs
     {"E1Bk0SoftmaxBf16", "E1-Bk0.yaml", {"model.attention.scoring=softmax", "train.precision=bf16"}},
     {"GLABf16", "linear/gla-4L128.yaml", {"model.d_model=64", "model.n_layers=2", "train.precision=bf16"}},
+    // bf16 attention: cuDNN's fused attention (RoPE, a window; train.attention_kernel: auto) and the flash kernel
+    {"RopeSoftmaxBf16Cudnn", "E1-Bk0.yaml", {"model.attention.scoring=softmax", "model.attention.position=rope",
+                                             "train.precision=bf16"}},
+    {"RopeWindowBf16Cudnn", "", {"model.attention.position=rope", "model.attention.window=5", "train.precision=bf16"}},
+    {"RopeSoftmaxBf16Flash", "E1-Bk0.yaml", {"model.attention.scoring=softmax", "model.attention.position=rope",
+                                             "train.precision=bf16", "train.attention_kernel=flash"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Models, CANONLAB_PARITY_SUITE, ::testing::ValuesIn(kParityCases),

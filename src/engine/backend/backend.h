@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/backend/capabilities.h"
 #include "engine/backend/memory.h"
@@ -253,6 +254,9 @@ class Backend : public BackendCapabilities {
   virtual void run_step(uint64_t key, const std::function<void()>& enqueue) { enqueue(); }
   // How many of the run_step calls so far were replays of a captured graph (0 without graphs): for tests and logs.
   virtual uint64_t replayed_steps() const { return 0; }
+  // The kernels the backend chose while running, one line per case in the order chosen ("attention B=8 T=512 H=12
+  // D=64: cuDNN fused, bf16"): the trainer prints each once and writes them all to summary.json.
+  virtual std::vector<std::string> kernel_choices() const { return {}; }
 };
 
 }  // namespace canonlab

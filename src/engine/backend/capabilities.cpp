@@ -20,6 +20,10 @@ void check_supported(const BackendCapabilities& backend, const std::string& back
                   need.size_key + " is " + std::to_string(need.size) + ", above the backend's limit of " +
                   std::to_string(limit) + "\ntrain on train.device: cpu, or lower it";
   }
+  if (missing.empty() && too_large.empty())
+    for (const OpNeed& need : needs)
+      if (const std::string why = backend.refusal(need); !why.empty())
+        throw Error("train.device: the " + backend_name + " backend cannot run " + need.setting + ": " + why);
   if (missing.empty() && too_large.empty()) return;
   if (missing.empty()) throw Error(too_large);
   std::string message = "train.device: the " + backend_name + " backend cannot run this model:";

@@ -37,12 +37,17 @@ inline std::string_view op_group_name(OpGroup g) {
 
 // One thing a model needs from its backend, and the config setting that makes it need it ("model.family: gla").
 // size: the shape a backend may bound (attention's head dimension, a Canon layer's kernel size; 0: none), and
-// size_key: what sets it.
+// size_key: what sets it. features: what else of the case a backend may refuse ("alibi"), each with what sets it.
+struct OpFeature {
+  std::string name;
+  std::string key;
+};
 struct OpNeed {
   OpGroup group;
   std::string setting;
   long size = 0;
   std::string size_key = {};
+  std::vector<OpFeature> features = {};
 };
 
 class BackendCapabilities {
@@ -51,6 +56,9 @@ class BackendCapabilities {
   virtual bool supports(OpGroup group) const = 0;
   // The largest OpNeed::size the backend runs for the group (a GPU kernel's tile limit); 0 = no limit.
   virtual long max_size(OpGroup group) const { return 0; }
+  // Why the backend refuses a need it otherwise runs ("" = it runs it): a rule of the backend's own settings for
+  // one case (train.attention_kernel: cudnn refuses ALiBi layers and head dimensions cuDNN does not take).
+  virtual std::string refusal(const OpNeed& need) const { return ""; }
 };
 
 // Throws canonlab::Error naming train.device, the backend, each op group it lacks and the settings that need it.

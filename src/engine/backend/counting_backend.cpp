@@ -6,7 +6,8 @@
 namespace canonlab {
 
 std::shared_ptr<Backend<float>> make_counting_backend(const std::string& device, Precision precision,
-                                                      CountingMemory& memory, int threads) {
+                                                      CountingMemory& memory, int threads,
+                                                      AttentionKernel attention) {
   const std::optional<DeviceSpec> spec = parse_device(device);
   CANONLAB_CHECK(spec.has_value(), "train.device: '" + device + "' is not a device; allowed: cpu, cuda, cuda:N");
   if (spec->device == Device::cpu) return std::make_shared<CountingCpuBackend>(memory, precision, threads);
@@ -14,6 +15,7 @@ std::shared_ptr<Backend<float>> make_counting_backend(const std::string& device,
   options.device = spec->index;
   options.precision = precision;
   options.graphs = false;
+  options.attention = attention;
   options.memory = &memory;
   options.counting = true;
   return std::make_shared<CudaBackendT<CountingCuda>>(options);

@@ -9,6 +9,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/counting_memory.h"
+#include "engine/cuda/cuda_backend_options.h"
 #include "engine/device.h"
 #include "engine/ops/attention/fast.h"
 #include "engine/ops/canon_conv/fused.h"
@@ -159,8 +160,10 @@ class CountingCpuBackend final : public Backend<float> {
   int threads_;
 };
 
-// The counting backend of train.device (cpu, cuda, cuda:N) and train.precision over `memory`; threads: the CPU's.
+// The counting backend of train.device (cpu, cuda, cuda:N) and train.precision over `memory`; threads: the CPU's;
+// attention: train.attention_kernel (the GPU's).
 std::shared_ptr<Backend<float>> make_counting_backend(const std::string& device, Precision precision,
-                                                      CountingMemory& memory, int threads);
+                                                      CountingMemory& memory, int threads,
+                                                      AttentionKernel attention = AttentionKernel::automatic);
 
 }  // namespace canonlab

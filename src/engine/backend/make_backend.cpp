@@ -8,6 +8,13 @@ namespace canonlab {
 
 Precision parse_precision(const std::string& text) { return text == "bf16" ? Precision::bf16 : Precision::fp32; }
 
+AttentionKernel parse_attention_kernel(const std::string& text) {
+  if (text == "flash") return AttentionKernel::flash;
+  if (text == "cudnn") return AttentionKernel::cudnn;
+  CANONLAB_CHECK(text == "auto", "train.attention_kernel: '" + text + "' is not allowed; allowed: auto, flash, cudnn");
+  return AttentionKernel::automatic;
+}
+
 bool built_with_cuda() { return cuda_backend_kind() != "none"; }
 
 void check_device_available(const std::string& device_text) {
@@ -22,7 +29,8 @@ std::shared_ptr<Backend<float>> make_backend(const TrainConfig& train) {
   check_device_available(train.device);
   const DeviceSpec device = *parse_device(train.device);
   const Precision precision = parse_precision(train.precision);
-  if (device.device == Device::cuda) return make_cuda_backend({device.index, precision, train.cuda_graph});
+  if (device.device == Device::cuda) return make_cuda_backend(
+        {device.index, precision, train.cuda_graph, parse_attention_kernel(train.attention_kernel)});
   return std::make_shared<CpuBackend<float>>(precision);
 }
 

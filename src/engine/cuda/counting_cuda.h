@@ -31,6 +31,13 @@ struct CountingCuda {
   CANONLAB_CUDA_FORWARD(::canonlab::cuda, delta_rule_scratch_bytes)
   CANONLAB_CUDA_FORWARD(::canonlab::cuda, delta_decay_backward_scratch_size)
   CANONLAB_CUDA_FORWARD(::canonlab::cuda, grad_norm_scratch_size)
+  // cuDNN's attention: what the shape alone refuses, and the workspace's bound from the shape (no device to ask)
+  static std::string cudnn_attention_unsupported(int B, int Tn, int H, int D, bool, int) {
+    return cuda::cudnn_attention_shape_unsupported(B, Tn, H, D);
+  }
+  static size_t cudnn_attention_workspace_bytes(int B, int Tn, int H, int D, bool, int, bool backward) {
+    return cuda::cudnn_attention_workspace_bound(B, Tn, H, D, backward);
+  }
 
   // The runtime: one device that is never used; its memory is always the counting memory of CudaBackendOptions.
   static int device_count() { return 1; }

@@ -2,6 +2,7 @@
 // (cublaslt_loader.h has the why and the search order). Plain C++: it needs only cublasLt.h's declarations, which
 // this file's definitions must match exactly (the compiler checks them against the header).
 #include "engine/cuda/cublaslt_loader.h"
+#include "engine/cuda/library_search.h"
 
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -11,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -62,66 +62,35 @@ bool open_library(const std::string& file, Library& lib, std::string& why) {
 }
 
 std::vector<std::string> python_wheel_dirs() {
-  std::vector<std::string> prefixes;
-  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (const char* v = std::getenv(var); v && *v) prefixes.push_back(v);
-  if (const char* home = std::getenv("HOME"); home && *home) prefixes.push_back(std::string(home) + "/.local");
-  prefixes.push_back("/usr/local");
-  prefixes.push_back("/usr");
   std::vector<std::string> dirs;
-  for (const std::string& prefix : prefixes)
-    for (const char* packages : {"site-packages", "dist-packages"}) {
-      const std::string pattern = prefix + "/lib/python3*/" + packages + "/nvidia/*/lib/" + kSoname;
-      glob_t g{};
-      if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
-        for (size_t i = 0; i < g.gl_pathc; i++) dirs.push_back(std::filesystem::path(g.gl_pathv[i]).parent_path());
-      globfree(&g);
-    }
+  for (const std::string& file : python_package_paths(std::string("nvidia/*/lib/") + kSoname, false))
+    dirs.push_back(std::filesystem::path(file).parent_path());
   return dirs;
 }
 
 Library load() {
   Library lib;
-  std::string searched, why;
-  std::set<std::string> tried;  // $CUDA_HOME is often /usr/local/cuda: each directory is looked at once
-  // One place: a directory to look in (empty: not applicable, `label` says why).
-  auto try_dir = [&](const std::string& label, const std::string& dir) {
-    if (dir.empty()) {
-      searched += "\n  " + label;
-      return false;
-    }
-    if (!tried.insert(std::filesystem::path(dir).lexically_normal().string()).second) return false;
-    const std::string file = (std::filesystem::path(dir) / kSoname).string();
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) {
-      searched += "\n  " + label + dir + " (not there)";
-      return false;
-    }
-    if (open_library(file, lib, why)) return true;
-    searched += "\n  " + label + file + " (" + why + ")";
-    return false;
-  };
+  LibrarySearch search(kSoname, [&](const std::string& file, std::string& why) { return open_library(file, lib, why); });
   const char* env_dir = std::getenv("CANONLAB_CUBLASLT_DIR");
-  if (try_dir(env_dir && *env_dir ? "$CANONLAB_CUBLASLT_DIR: " : "$CANONLAB_CUBLASLT_DIR (unset)",
-              env_dir ? env_dir : ""))
+  if (search.try_dir(env_dir && *env_dir ? "$CANONLAB_CUBLASLT_DIR: " : "$CANONLAB_CUBLASLT_DIR (unset)",
+                     env_dir ? env_dir : ""))
     return lib;
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec && (try_dir("", exe.parent_path()) || try_dir("", exe.parent_path() / "lib"))) return lib;
+  if (!ec && (search.try_dir("", exe.parent_path()) || search.try_dir("", exe.parent_path() / "lib"))) return lib;
   const char* cuda_home = std::getenv("CUDA_HOME");
-  if (try_dir(cuda_home && *cuda_home ? "" : "$CUDA_HOME/lib64 (CUDA_HOME unset)",
-              cuda_home && *cuda_home ? std::string(cuda_home) + "/lib64" : ""))
+  if (search.try_dir(cuda_home && *cuda_home ? "" : "$CUDA_HOME/lib64 (CUDA_HOME unset)",
+                     cuda_home && *cuda_home ? std::string(cuda_home) + "/lib64" : ""))
     return lib;
   for (const char* dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"})
-    if (try_dir("", dir)) return lib;
-  if (open_library(kSoname, lib, why)) return lib;
-  searched += "\n  the loader's path (LD_LIBRARY_PATH, ld.so.cache): " + why;
+    if (search.try_dir("", dir)) return lib;
+  if (search.try_loader_path()) return lib;
   const std::vector<std::string> wheels = python_wheel_dirs();
   for (const std::string& dir : wheels)
-    if (try_dir("", dir)) return lib;
-  if (wheels.empty()) searched += "\n  Python's nvidia wheels (<prefix>/lib/python3*/{site,dist}-packages/nvidia/*/lib): none";
+    if (search.try_dir("", dir)) return lib;
+  if (wheels.empty()) search.note("Python's nvidia wheels (<prefix>/lib/python3*/{site,dist}-packages/nvidia/*/lib): none");
   lib.error = std::string("cannot load ") + kSoname +
-              " (cuBLASLt of CUDA 13, which the GPU's matrix products need); searched:" + searched +
+              " (cuBLASLt of CUDA 13, which the GPU's matrix products need); searched:" + search.searched() +
               "\nset CANONLAB_CUBLASLT_DIR to the directory that holds it (any CUDA 13 toolkit's lib64, or the "
               "nvidia/cu13/lib of PyTorch's nvidia-cublas wheel)";
   return lib;

@@ -18,7 +18,8 @@
 // materialising kernel while out and the state come from the flash forward (so they are the same bits with or without
 // a probe); reductions keep their own fixed orders (deterministic, not the CPU's bits); the Canon branch runs as the
 // separate ops (conv, activation, norm); dynamic Canon forms its offsets with a GEMM; int8 GEMMs, the per-step
-// reference scans and recurrent decoding are the CPU's.
+// reference scans and recurrent decoding are the CPU's. With precision bf16, attention runs on cuDNN's fused
+// attention where train.attention_kernel and cuDNN allow (use_cudnn: per case, reported in kernel_choices).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/cuda/cuda_backend_options.h"
@@ -113,7 +115,14 @@ class CudaBackendT final : public Backend<float> {
                   options)),  // the device is selected before the stream and everything else is created on it
         memory_(options.memory ? *options.memory : Cuda::device_memory(), stream_.get()),
         gemm_(stream_.get()),
-        workspace_(memory_) {}
+        workspace_(memory_) {
+    if (options_.attention != AttentionKernel::cudnn) return;
+    CANONLAB_CHECK(bf16(), "train.attention_kernel: 'cudnn' runs attention in bf16 and needs train.precision: bf16");
+    // cuDNN itself (the library, a device it runs on), asked with a case every version takes
+    const std::string why = Cuda::cudnn_attention_unsupported(1, 128, 1, 64, false, 0);
+    CANONLAB_CHECK(why.empty(), "train.attention_kernel: 'cudnn' on " + name() + ": " + why +
+                                    "; allowed here: auto or flash (canonlab's flash kernel)");
+  }
   ~CudaBackendT() override {
     try {
       Cuda::synchronize(stream_.get());
@@ -132,6 +141,18 @@ class CudaBackendT final : public Backend<float> {
     if (group == OpGroup::canon) return kMaxCanonKernel;
     return 0;
   }
+  // train.attention_kernel: cudnn takes every attention layer to cuDNN: a layer it cannot take is refused here,
+  // before the model allocates (auto decides per case while running and reports it: kernel_choices).
+  std::string refusal(const OpNeed& need) const override {
+    if (need.group != OpGroup::attention || !bf16() || options_.attention != AttentionKernel::cudnn) return "";
+    for (const OpFeature& f : need.features)
+      if (f.name == "alibi")
+        return f.key + " with train.attention_kernel: cudnn (" + std::string(kAlibiOnFlash) +
+               "); allowed: train.attention_kernel: auto or flash";
+    const std::string why = cuda::cudnn_attention_shape_unsupported(1, 1, 1, int(need.size));
+    return why.empty() ? "" : need.size_key + ": " + why + " (train.attention_kernel: cudnn); allowed: auto or flash";
+  }
+  std::vector<std::string> kernel_choices() const override { return kernel_choices_; }
   cuda::CudaStream stream() const { return stream_.get(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
 
@@ -216,7 +237,12 @@ class CudaBackendT final : public Backend<float> {
   void attention_forward(float* out, float* state, float* probs, const float* q, const float* k, const float* v,
                          int ld_qkv, const float* alibi_slopes, int window, int B, int Tn, int H, int D, float scale,
                          float* scratch) override {
-    Cuda::flash_attention_forward(stream(), out, state, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D, scale);
+    if (use_cudnn({B, Tn, H, D, alibi_slopes != nullptr, window})) {
+      void* ws = workspace_.get<std::byte>(Cuda::cudnn_attention_workspace_bytes(B, Tn, H, D, false, window, false));
+      Cuda::cudnn_attention_forward(stream(), out, state, q, k, v, ld_qkv, false, window, B, Tn, H, D, scale, ws);
+    } else {
+      Cuda::flash_attention_forward(stream(), out, state, q, k, v, ld_qkv, alibi_slopes, window, B, Tn, H, D, scale);
+    }
     if (!probs) return;
     // A probe: the probabilities from the materialising kernel, its output discarded (out is the flash forward's).
     float* discarded = workspace_.get<float>(size_t(B) * Tn * H * D);
@@ -226,6 +252,11 @@ class CudaBackendT final : public Backend<float> {
                           const float* state, const float* q, const float* k, const float* v, int ld_qkv,
                           const float* alibi_slopes, int window, int B, int Tn, int H, int D, float scale,
                           float* scratch) override {
+    if (use_cudnn({B, Tn, H, D, alibi_slopes != nullptr, window})) {
+      void* ws = workspace_.get<std::byte>(Cuda::cudnn_attention_workspace_bytes(B, Tn, H, D, false, window, true));
+      return Cuda::cudnn_attention_backward(stream(), dq, dk, dv, ld_dqkv, dout, out, state, q, k, v, ld_qkv, false,
+                                            window, B, Tn, H, D, scale, ws);
+    }
     float* rowsums = workspace_.get<float>(Cuda::flash_attention_scratch_size(B, Tn, H));
     Cuda::flash_attention_backward(stream(), dq, dk, dv, ld_dqkv, dout, out, state, q, k, v, ld_qkv, alibi_slopes,
                                    window, B, Tn, H, D, scale, rowsums);
@@ -508,6 +539,36 @@ class CudaBackendT final : public Backend<float> {
 
  private:
   static constexpr long kMaxCanonKernel = 1024;  // canon_conv/cuda.h: the fused kernels' limit
+  // Why ALiBi layers stay on the flash kernel: the model's slopes are its own, exactly as the CPU's
+  static constexpr const char* kAlibiOnFlash =
+      "cuDNN's ALiBi computes its own slopes (the press rule, in float), which need not be the model's "
+      "(model.attention.alibi_slopes) to the last bit, and uploads them from pageable memory on every call";
+
+  // One attention case; its kernel is chosen on its first call and kept, so forward and backward agree.
+  struct AttentionCase {
+    int B, Tn, H, D;
+    bool alibi;
+    int window;
+    auto operator<=>(const AttentionCase&) const = default;
+  };
+  // train.attention_kernel's choice for a case: bf16 precision and auto or cudnn, and cuDNN takes it (not ALiBi:
+  // kAlibiOnFlash). auto falls back to the flash kernel and says why; cudnn makes a refusal an Error.
+  bool use_cudnn(const AttentionCase& c) {
+    if (!bf16() || options_.attention == AttentionKernel::flash) return false;
+    if (const auto it = attention_kernels_.find(c); it != attention_kernels_.end()) return it->second;
+    const std::string why = c.alibi ? std::string("ALiBi: ") + kAlibiOnFlash
+                                    : Cuda::cudnn_attention_unsupported(c.B, c.Tn, c.H, c.D, false, c.window);
+    const std::string which = "attention B=" + std::to_string(c.B) + " T=" + std::to_string(c.Tn) +
+                              " H=" + std::to_string(c.H) + " D=" + std::to_string(c.D) +
+                              (c.window > 0 ? " window=" + std::to_string(c.window) : std::string()) +
+                              (c.alibi ? " ALiBi" : "");
+    CANONLAB_CHECK(why.empty() || options_.attention != AttentionKernel::cudnn,
+                   "train.attention_kernel: cudnn: cuDNN cannot run " + which + ": " + why +
+                       "; allowed: train.attention_kernel: auto (the flash kernel where cuDNN cannot) or flash");
+    kernel_choices_.push_back(which + ": " + (why.empty() ? "cuDNN fused attention, bf16 inputs, fp32 statistics"
+                                                          : "canonlab's flash kernel, fp32 (" + why + ")"));
+    return attention_kernels_[c] = why.empty();
+  }
 
   bool bf16() const { return options_.precision == Precision::bf16; }
   bool in_shadow(const float* w, size_t count) const {
@@ -543,6 +604,8 @@ class CudaBackendT final : public Backend<float> {
   int next_slot_ = 0;
   std::map<uint64_t, StepGraph> graphs_;
   uint64_t replayed_ = 0;
+  std::map<AttentionCase, bool> attention_kernels_;  // bf16: true = cuDNN, false = the flash kernel
+  std::vector<std::string> kernel_choices_;
 };
 
 }  // namespace canonlab

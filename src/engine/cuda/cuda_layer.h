@@ -19,6 +19,7 @@
 #include "engine/ops/activation/cuda.h"
 #include "engine/ops/adamw/cuda.h"
 #include "engine/ops/attention/cuda.h"
+#include "engine/ops/attention/cudnn.h"
 #include "engine/ops/canon_conv/cuda.h"
 #include "engine/ops/cross_entropy/cuda.h"
 #include "engine/ops/delta_rule/cuda.h"
@@ -42,7 +43,8 @@
   X(norm_backward_scratch_size) X(gated_rmsnorm_backward_scratch_size) X(flash_attention_scratch_size)              \
   X(canon_conv_backward_scratch_size) X(short_conv_bias_backward_scratch_size) X(first_non_finite_scratch_size)     \
   X(ssd_scratch_bytes) X(mamba2_split_backward_scratch_size) X(gla_scratch_bytes) X(delta_rule_scratch_bytes)       \
-  X(delta_decay_backward_scratch_size) X(grad_norm_scratch_size)
+  X(delta_decay_backward_scratch_size) X(grad_norm_scratch_size) X(cudnn_attention_unsupported)                   \
+  X(cudnn_attention_workspace_bytes)
 
 #define CANONLAB_CUDA_LAYER_LAUNCHES(X)                                                                               \
   X(memcpy_async)                                                                                                    \
@@ -53,6 +55,7 @@
   X(gated_rmsnorm_backward)                                                                                          \
   /* attention */                                                                                                    \
   X(rope_forward) X(rope_backward) X(flash_attention_forward) X(flash_attention_backward) X(attention_forward)       \
+  X(cudnn_attention_forward) X(cudnn_attention_backward)                                                             \
   /* convolutions */                                                                                                 \
   X(canon_conv_forward) X(canon_conv_backward) X(dynamic_conv_forward) X(dynamic_conv_backward)                      \
   X(short_conv_bias_act_forward) X(short_conv_act_backward) X(short_conv_bias_backward)                              \

@@ -2,13 +2,11 @@
 // workspace layout, and the fp32 <-> bf16 conversions around cuDNN's graphs. Host C++ compiled against the
 // header-only cuDNN frontend (pip's nvidia-cudnn-frontend) with NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING: every cuDNN
 // call of the frontend goes through dlsym on cudnn_frontend::cudnn_dlhandle, which this file defines and sets.
-//
-// Only canonlab_cuda compiles this file for real (src/engine/cuda/CMakeLists.txt defines
-// CANONLAB_BUILD_CUDNN_ATTENTION for it, when the frontend's headers are found). The CPU build's glob of src/*.cpp
-// also picks it up; there it is an empty translation unit.
-#if defined(CANONLAB_BUILD_CUDNN_ATTENTION)
+// Part of canonlab_cuda when the frontend's headers are found (src/engine/cuda/CMakeLists.txt).
 
 #include "engine/ops/attention/cudnn.h"
+
+#include "engine/cuda/library_search.h"
 
 #include <cuda_runtime_api.h>
 #include <cudnn_frontend.h>
@@ -48,7 +46,6 @@ namespace fe = cudnn_frontend;
 
 constexpr const char* kSoname = "libcudnn.so.9";
 constexpr const char* kCudartSoname = "libcudart.so.13";
-constexpr int kMaxHeadDim = 128;
 
 // ---- loading ------------------------------------------------------------------------------------------------------
 
@@ -97,25 +94,7 @@ bool open_cudnn(const std::string& file, Loaded& out, std::string& why) {
   return true;
 }
 
-// <prefix>/lib/python3*/{site,dist}-packages/<subdir> for the usual prefixes, existing directories only.
-std::vector<std::string> python_package_dirs(const std::string& subdir) {
-  std::vector<std::string> prefixes;
-  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (const char* v = std::getenv(var); v && *v) prefixes.push_back(v);
-  if (const char* home = std::getenv("HOME"); home && *home) prefixes.push_back(std::string(home) + "/.local");
-  prefixes.push_back("/usr/local");
-  prefixes.push_back("/usr");
-  std::vector<std::string> dirs;
-  for (const std::string& prefix : prefixes)
-    for (const char* packages : {"site-packages", "dist-packages"}) {
-      const std::string pattern = prefix + "/lib/python3*/" + packages + "/" + subdir;
-      glob_t g{};
-      if (glob(pattern.c_str(), GLOB_ONLYDIR, nullptr, &g) == 0)
-        for (size_t i = 0; i < g.gl_pathc; i++) dirs.push_back(g.gl_pathv[i]);
-      globfree(&g);
-    }
-  return dirs;
-}
+std::vector<std::string> python_package_dirs(const std::string& subdir) { return python_package_paths(subdir, true); }
 
 // The shared CUDA 13 runtime for the frontend's own runtime calls (cudaMemcpyAsync of the ALiBi slopes, stream
 // capture bookkeeping, cuCtxGetCurrent through cudaGetDriverEntryPoint). The frontend dlopens "libcudart.so.12" and
@@ -167,45 +146,27 @@ void load_cudart(Loaded& out) {
 
 Loaded load() {
   Loaded lib;
-  std::string searched, why;
-  std::set<std::string> tried;
-  auto try_dir = [&](const std::string& label, const std::string& dir) {
-    if (dir.empty()) {
-      searched += "\n  " + label;
-      return false;
-    }
-    if (!tried.insert(std::filesystem::path(dir).lexically_normal().string()).second) return false;
-    const std::string file = (std::filesystem::path(dir) / kSoname).string();
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) {
-      searched += "\n  " + label + dir + " (not there)";
-      return false;
-    }
-    if (open_cudnn(file, lib, why)) return true;
-    searched += "\n  " + label + file + " (" + why + ")";
-    return false;
-  };
+  LibrarySearch search(kSoname, [&](const std::string& file, std::string& why) { return open_cudnn(file, lib, why); });
   const auto found = [&] {
     const char* home = std::getenv("CUDNN_HOME");
     if (!home || !*home) {
-      try_dir("$CUDNN_HOME/lib (CUDNN_HOME unset)", "");
-    } else if (try_dir("", std::string(home) + "/lib") || try_dir("", std::string(home) + "/lib64")) {
+      search.try_dir("$CUDNN_HOME/lib (CUDNN_HOME unset)", "");
+    } else if (search.try_dir("", std::string(home) + "/lib") || search.try_dir("", std::string(home) + "/lib64")) {
       return true;
     }
     const char* cuda_home = std::getenv("CUDA_HOME");
-    if (cuda_home && *cuda_home && try_dir("", std::string(cuda_home) + "/lib64")) return true;
-    if (try_dir("", "/usr/local/cuda/lib64")) return true;
-    if (open_cudnn(kSoname, lib, why)) return true;
-    searched += "\n  the loader's path (LD_LIBRARY_PATH, ld.so.cache): " + why;
+    if (cuda_home && *cuda_home && search.try_dir("", std::string(cuda_home) + "/lib64")) return true;
+    if (search.try_dir("", "/usr/local/cuda/lib64")) return true;
+    if (search.try_loader_path()) return true;
     const std::vector<std::string> wheels = python_package_dirs("nvidia/cudnn/lib");
     for (const std::string& dir : wheels)
-      if (try_dir("", dir)) return true;
+      if (search.try_dir("", dir)) return true;
     if (wheels.empty())
-      searched += "\n  Python's nvidia-cudnn wheels (<prefix>/lib/python3*/{site,dist}-packages/nvidia/cudnn/lib): none";
+      search.note("Python's nvidia-cudnn wheels (<prefix>/lib/python3*/{site,dist}-packages/nvidia/cudnn/lib): none");
     return false;
   }();
   if (!found) {
-    lib.error = std::string("no ") + kSoname + " found (searched:" + searched +
+    lib.error = std::string("no ") + kSoname + " found (searched:" + search.searched() +
                 ")\nset CUDNN_HOME to the directory above its lib/, or pip install nvidia-cudnn-cu13";
     return lib;
   }
@@ -215,8 +176,8 @@ Loaded load() {
 
 const Loaded& library() {
   static std::once_flag once;
-  static Loaded* lib = nullptr;  // never destroyed: cached graphs may outlive static destruction order
-  std::call_once(once, [] { lib = new Loaded(load()); });
+  static const Loaded* lib = nullptr;  // never destroyed: cached graphs may outlive static destruction order
+  std::call_once(once, [] { lib = std::make_unique<Loaded>(load()).release(); });
   return *lib;
 }
 
@@ -260,8 +221,8 @@ bool allow_flagged_nondeterministic() {
 
 std::string message(fe::error_t e) { return e.get_message().empty() ? "(no message)" : e.get_message(); }
 
-// Builds one graph (forward or backward) for `key` and its execution plan. "" when it works, else why not.
-std::string build(Plan& plan, cudnnHandle_t handle, int sm, const Key& key, bool refuse_nondeterministic) {
+// The graph for `key` (forward or backward): tensors and the SDPA node, not yet validated or planned.
+std::shared_ptr<fe::graph::Graph> make_graph(const Key& key, int sm) {
   const int64_t b = key.B, h = key.H, t = key.Tn, d = key.D, c = int64_t(key.H) * key.D;
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
@@ -322,6 +283,12 @@ std::string build(Plan& plan, cudnnHandle_t handle, int sm, const Key& key, bool
     dK->set_output(true).set_uid(kDK).set_dim(dim).set_stride(stride);
     dV->set_output(true).set_uid(kDV).set_dim(dim).set_stride(stride);
   }
+  return g;
+}
+
+// Builds one graph (forward or backward) for `key` and its execution plan. "" when it works, else why not.
+std::string build(Plan& plan, cudnnHandle_t handle, int sm, const Key& key, bool refuse_nondeterministic) {
+  std::shared_ptr<fe::graph::Graph> g = make_graph(key, sm);
   if (auto e = g->validate(); e.is_bad()) return message(e);
   if (auto e = g->build_operation_graph(handle); e.is_bad()) return message(e);
   if (auto e = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}); e.is_bad())
@@ -386,23 +353,9 @@ const Plan& plan_for(State& st, const Key& key) {
   return st.plans.emplace(key, std::move(plan)).first->second;
 }
 
-// "" when the shape is one cuDNN's fused bf16 attention can take at all (before asking cuDNN).
-std::string shape_problem(int B, int Tn, int H, int D) {
-  if (B <= 0 || Tn <= 0 || H <= 0)
-    return "empty attention (B=" + std::to_string(B) + ", Tn=" + std::to_string(Tn) + ", H=" + std::to_string(H) + ")";
-  if (D > kMaxHeadDim)
-    return "head dimension " + std::to_string(D) + ": cuDNN's fused attention takes at most " +
-           std::to_string(kMaxHeadDim);
-  if (D <= 0 || D % 8 != 0)
-    return "head dimension " + std::to_string(D) + ": cuDNN's fused attention needs a multiple of 8";
-  if (size_t(B) * Tn > size_t(INT32_MAX) / (size_t(H) * D))
-    return "B·Tn·H·D = " + std::to_string(size_t(B) * Tn * H * D) + " elements is more than this op indexes";
-  return "";
-}
-
 // Library, device, shape: "" when a graph can be asked for; the key filled in (st.mutex held).
 std::string prepare(State& st, Key& key) {
-  if (std::string p = shape_problem(key.B, key.Tn, key.H, key.D); !p.empty()) return p;
+  if (std::string p = cudnn_attention_shape_unsupported(key.B, key.Tn, key.H, key.D); !p.empty()) return p;
   const Loaded& lib = library();
   if (!lib.error.empty()) return lib.error;
   if (device_count() == 0)
@@ -533,7 +486,8 @@ void cudnn_attention_forward(CudaStream stream, float* out, float* lse, const fl
   convert_columns_to_bf16(stream, v16, C, v, ld_qkv, N, C);
   // cuDNN writes the stats straight into lse when it has the 16-byte alignment the graph declares
   float* stats = aligned16(lse) ? lse : reinterpret_cast<float*>(ws + L.stats);
-  std::unordered_map<int64_t, void*> pack{{kQ, q16}, {kK, k16}, {kV, v16}, {kO, o16}, {kStats, stats}, {kScale, &scale}};
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, q16}, {kK, k16}, {kV, v16}, {kO, o16}, {kStats, stats}, {kScale, &scale}};
   execute(plan, st.handles.at(key.device), stream, pack, ws + L.cudnn, "cudnn_attention_forward");
   convert_from_bf16(stream, out, o16, size_t(N) * C);
   if (stats != lse)
@@ -577,4 +531,3 @@ void cudnn_attention_backward(CudaStream stream, float* dq, float* dk, float* dv
 
 }  // namespace canonlab::cuda
 
-#endif  // CANONLAB_BUILD_CUDNN_ATTENTION

@@ -33,24 +33,54 @@
 //     (the same as the "geometric" rule there), the interleaved extension otherwise. The CALLER guarantees that the
 //     model's slopes are those: power-of-two head counts, or model.attention.alibi_slopes: press. The slopes are
 //     computed by cuDNN's frontend on the host in float (powf); the model's are double rounded to float, which can
-//     differ in the last bit.
+//     differ in the last bit. On Blackwell (sm_100) the frontend refuses a deterministic backward with ALiBi, so
+//     ALiBi cases are unsupported there.
 //   scale is a run-time value (not part of the cached graph), so any scale works with the same cache entry.
 //
 // Caching and CUDA graphs: per (device, B, Tn, H, D, alibi, window, direction) the cuDNN graph and its plan are
-// built once, on first use (which allocates nothing on the device but may take hundreds of milliseconds), and
-// reused; the cuDNN handle is created once per device and bound to the caller's stream (cudnnSetStream) on every
-// call. After a first eager call of a shape (or a cudnn_attention_unsupported / cudnn_attention_workspace_bytes
-// call for it, which build the same graphs), forward and backward allocate nothing and never synchronise, so a CUDA
-// graph can capture them. All caches are behind one mutex (the calls are thread-safe; they serialise on it).
-// With ALiBi the frontend enqueues a 4·H-byte host-to-device copy of the slopes into the workspace on every call.
+// built once, on first use, and reused. Building is slow: on sm_90 cuDNN 9.19 and 9.26 pick runtime-compiled engines
+// for these graphs, so the first use of a shape compiles its kernels with NVRTC (libnvrtc.so.13, which libcudnn finds
+// through its RUNPATH: beside it, or the wheel's nvidia/cu13/lib) and loads them. The cuDNN handle is created once
+// per device and bound to the caller's stream (cudnnSetStream) on every call. cudnn_attention_unsupported and
+// cudnn_attention_workspace_bytes build the same cached graphs, and after them forward and backward allocate nothing
+// and never synchronise; still, run each shape once eagerly before capturing it in a CUDA graph (kernels are loaded
+// on their first launch). All caches are behind one mutex (the calls are thread-safe; they serialise on it).
+// With ALiBi the frontend enqueues a 4·H-byte host-to-device copy of the slopes (from its own pageable host memory)
+// into the workspace on every call, and under a capture it ties that host memory's lifetime to the captured graph.
 //
 // Errors are canonlab::Error (the cuDNN / frontend message included); cudnn_attention_unsupported never throws.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "engine/cuda/types.h"
 
 namespace canonlab::cuda {
+
+inline constexpr int kCudnnMaxHeadDim = 128;
+
+// What cuDNN's fused attention refuses by the shape alone, before a device is asked: "" or why.
+inline std::string cudnn_attention_shape_unsupported(int B, int Tn, int H, int D) {
+  if (B <= 0 || Tn <= 0 || H <= 0)
+    return "empty attention (B=" + std::to_string(B) + ", Tn=" + std::to_string(Tn) + ", H=" + std::to_string(H) + ")";
+  if (D > kCudnnMaxHeadDim)
+    return "head dimension " + std::to_string(D) + ": cuDNN's fused attention takes at most " +
+           std::to_string(kCudnnMaxHeadDim);
+  if (D <= 0 || D % 8 != 0)
+    return "head dimension " + std::to_string(D) + ": cuDNN's fused attention needs a multiple of 8";
+  if (size_t(B) * Tn > size_t(INT32_MAX) / (size_t(H) * D))
+    return "B·Tn·H·D = " + std::to_string(size_t(B) * Tn * H * D) + " elements is more than this op indexes";
+  return "";
+}
+
+// A bound of cudnn_attention_workspace_bytes from the shape alone, where no device can be asked (the resource
+// estimate, the host stand-in): the bf16 copies (4 blocks forward, 8 backward) and the fp32 statistics, and for the
+// backward the deterministic algorithm's dP, 2·B·H·Tn'² bytes with Tn' = Tn rounded up to 128, plus 1 MiB for
+// cuDNN's own and the alignment.
+inline size_t cudnn_attention_workspace_bound(int B, int Tn, int H, int D, bool backward) {
+  const size_t elements = size_t(B) * Tn * H * D, rows = size_t(B) * H * Tn, tpad = (size_t(Tn) + 127) / 128 * 128;
+  return elements * 2 * (backward ? 8 : 4) + rows * 4 + (backward ? 2 * size_t(B) * H * tpad * tpad : 0) + (1 << 20);
+}
 
 // "" when cuDNN (loaded as above) can run this case in bf16 — forward, and a deterministic backward — on the current
 // device; otherwise a short reason ("no libcudnn.so.9 found (searched ...)", "head dimension 256: cuDNN's fused

@@ -1,8 +1,6 @@
 // cudnn.h for a build without the cuDNN frontend's headers (src/engine/cuda/CMakeLists.txt compiles this file into
 // canonlab_cuda instead of cudnn.cpp when it finds no include/cudnn_frontend.h): every case is unsupported, saying
 // how to get the headers, and the others throw. convert_columns_from_bf16 is cudnn_convert.cu's in both builds.
-// Like cudnn.cpp, the CPU build's glob of src/*.cpp picks this file up too; there it is an empty translation unit.
-#if defined(CANONLAB_BUILD_CUDNN_ATTENTION)
 
 #include <string>
 
@@ -44,4 +42,3 @@ void cudnn_attention_backward(CudaStream, float*, float*, float*, int, const flo
 
 }  // namespace canonlab::cuda
 
-#endif  // CANONLAB_BUILD_CUDNN_ATTENTION
