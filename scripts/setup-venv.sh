@@ -29,7 +29,7 @@ WANT="$( { cat "$REQ"; python3 --version; echo "${NO_DEPS[@]}"; } | sha256sum | 
 PY="$VENV/bin/python"
 
 if [[ $FORCE == 0 && -x "$PY" && -f "$MARKER" && "$(cat "$MARKER")" == "$WANT" ]] &&
-   "$PY" -c "import torch, numpy, safetensors, yaml, transformers, pandas, nbclient, nanobind, scikit_build_core" 2>/dev/null; then
+   "$PY" -c "import torch, numpy, safetensors, yaml, transformers, pandas, nbclient, nanobind, scikit_build_core, tensorboard" 2>/dev/null; then
   echo "setup-venv: $VENV is up to date ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"
   exit 0
 fi

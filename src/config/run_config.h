@@ -228,11 +228,16 @@ struct ProbeConfig {
   int top_heads = 5;
 };
 
+struct LogConfig {
+  bool tensorboard = true;  // RUN_DIR/tb/events.out.tfevents.* beside the metrics (train/tensorboard_log.h)
+};
+
 struct RunConfig {
   ModelConfig model;
   TaskConfig task;
   TrainConfig train;
   ProbeConfig probe;
+  LogConfig log;
 };
 
 }  // namespace canonlab

@@ -326,6 +326,7 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(probe.n_sequences, "held-out sequences for IPMR").at_least(1).at_most(kMaxCount));
   add(CANONLAB_KEY(probe.seed, "held-out stream seed, distinct from the training data"));
   add(CANONLAB_KEY(probe.top_heads, "heads reported by the probe").at_least(1).at_most(kMaxHeads));
+  add(CANONLAB_KEY(log.tensorboard, "write TensorBoard event files beside the metrics (RUN_DIR/tb/): scalars, the config, the IPMR table; tensorboard --logdir RUN_DIR or a sweep's directory"));
   return keys;
 }
 

@@ -19,6 +19,7 @@
 #include "sweep/manifest.h"
 #include "sweep/overview.h"
 #include "sweep/pack_attempt.h"
+#include "sweep/tensorboard_hparams.h"
 #include "train/run_directory.h"
 
 namespace canonlab {
@@ -138,6 +139,7 @@ void prepare_sweep_directory(const std::string& dir, const SweepSpec& spec, cons
   // Past the checks only the name, description and report defaults can differ, and those may change.
   const std::string manifest_text = manifest.dump(1) + "\n";
   if (read_text(manifest_path) != manifest_text) write_text_atomic(manifest_path.string(), manifest_text);
+  write_tensorboard_hparams(dir, runs);
 }
 
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options) {

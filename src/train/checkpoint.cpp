@@ -47,6 +47,7 @@ nlohmann::json trajectory_relevant(const RunConfig& cfg) {
        {"threads", "device", "cuda_graph", "attention_kernel", "micro_batches", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "max_memory_gb"})
     j["train"].erase(k);
   j.erase("probe");
+  j.erase("log");
   return j;
 }
 

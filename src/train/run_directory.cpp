@@ -93,7 +93,8 @@ void claim_run_directory(const std::string& run_dir, bool resume, bool force) {
   if (ec) throw Error("--force: cannot create '" + aside.string() + "' to move the earlier run to: " + ec.message());
   // Everything `canonlab train` writes there, so that the directory reads as a new run and the old one stays whole.
   std::vector<std::string> moved;
-  for (const char* name : {"summary.json", "metrics.jsonl", "metrics.csv", "config.resolved.yaml", "checkpoints", "probe"}) {
+  for (const char* name :
+       {"summary.json", "metrics.jsonl", "metrics.csv", "config.resolved.yaml", "checkpoints", "probe", "tb"}) {
     if (!present(dir / name)) continue;
     fs::rename(dir / name, aside / name, ec);
     if (ec)

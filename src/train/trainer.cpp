@@ -27,6 +27,7 @@
 #include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/step.h"
+#include "train/tensorboard_log.h"
 
 namespace canonlab {
 
@@ -43,10 +44,9 @@ class MetricsLog {
     // had never been interrupted. Both files are replaced atomically (the kept records go to a temporary file
     // that is renamed over the old one) and only after every kept record was read: a bad record, an error or a
     // kill at any moment leaves the old file or the new one, never a truncated one.
-    const std::vector<nlohmann::json> kept =
-        keep_up_to_step > 0 ? read_records(jsonl_path_, keep_up_to_step) : std::vector<nlohmann::json>{};
+    if (keep_up_to_step > 0) kept_ = read_records(jsonl_path_, keep_up_to_step);
     std::string jsonl_text, csv_text = csv_header();
-    for (const nlohmann::json& j : kept) {
+    for (const nlohmann::json& j : kept_) {
       jsonl_text += j.dump() + "\n";
       csv_text += csv_line(j);
       if (j.contains("split") && j["split"] == "train" && j.contains("loss") && j["loss"].is_number())
@@ -60,6 +60,8 @@ class MetricsLog {
   }
   // The newest training loss already on file: what the summary reports when a resume starts at the last step.
   double last_train_loss() const { return last_train_loss_; }
+  // The records a resume kept (those of the checkpoint's steps), in order; empty for a fresh run.
+  const std::vector<nlohmann::json>& kept() const { return kept_; }
   void write(const nlohmann::json& j) {
     jsonl_ << j.dump() << "\n";
     csv_ << csv_line(j);
@@ -114,6 +116,7 @@ class MetricsLog {
 
   static constexpr uint64_t kMaxMetricsBytes = uint64_t(1) << 32;  // 4 GiB: ~20 M records
   std::string jsonl_path_, csv_path_;
+  std::vector<nlohmann::json> kept_;
   std::vector<std::string> task_metrics_;
   std::ofstream jsonl_, csv_;
   double last_train_loss_ = NAN;
@@ -160,6 +163,7 @@ struct TrainingRun::State {
   }
   void log_metrics(const nlohmann::json& record) {
     metrics->write(record);
+    if (tensorboard) tensorboard->write(record);
     if (options.on_metrics) options.on_metrics(record);
   }
 
@@ -179,6 +183,7 @@ struct TrainingRun::State {
   TrainingCursor cursor;
   std::string bf16_gemm;
   std::optional<MetricsLog> metrics;
+  std::optional<TensorBoardLog> tensorboard;  // log.tensorboard: RUN_DIR/tb/
   DeviceBuffer<uint8_t> decay;
   std::vector<EvalBatch> eval_batches;
   int B = 0, T = 0;
@@ -245,6 +250,10 @@ TrainingRun::TrainingRun(const RunConfig& cfg, const TrainOptions& options, cons
   if (s.writer) {
     write_text_atomic(s.out + "/config.resolved.yaml", config_to_yaml(s.cfg));
     s.metrics.emplace(s.out, s.cursor.step, s.task->metric_names());
+    if (s.cfg.log.tensorboard) {
+      remove_stale_temp_files(s.out + "/tb");
+      s.tensorboard.emplace(s.out, s.metrics->kept(), config_to_yaml(s.cfg));
+    }
   }
 
   s.decay = device_decay_mask(params, tc.decay_on);
@@ -399,6 +408,7 @@ nlohmann::json TrainingRun::finish() {
     if (probe.ipmr) {
       summary["ipmr"] = probe.ipmr_json();
       std::cout << probe.ipmr_text();
+      if (s.tensorboard) s.tensorboard->write_ipmr(s.cursor.step, *probe.ipmr, probe.ipmr_text());
     }
   }
   s.phase("summary", s.cursor.step);
