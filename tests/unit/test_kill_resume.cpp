@@ -84,8 +84,14 @@ std::string read_text(const fs::path& path) {
 
 std::set<std::string> files_under(const fs::path& dir) {
   std::set<std::string> names;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) names.insert(fs::relative(e.path(), dir).string());
+  int event_files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string name = fs::relative(e.path(), dir).string();
+    // TensorBoard's event files are named after the time their session started: counted, whatever their names.
+    const bool event_file = name.starts_with("tb/events.out.tfevents.") && name.find(".tmp.") == std::string::npos;
+    names.insert(event_file ? "tb/<event file " + std::to_string(++event_files) + ">" : name);
+  }
   return names;
 }
 

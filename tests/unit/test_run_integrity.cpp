@@ -138,7 +138,7 @@ TEST(RunIntegrity, ForceMovesTheEarlierRunAside) {
   r = train_cli(config, run, "--force --set train.seed=7");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_CONTAINS(r.output, "--force: moved the earlier run's summary.json, metrics.jsonl, metrics.csv, "
-                            "config.resolved.yaml, checkpoints from '" + run + "' to '" + run + "/superseded/");
+                            "config.resolved.yaml, checkpoints, tb from '" + run + "' to '" + run + "/superseded/");
   std::vector<fs::path> aside;
   for (const auto& e : fs::directory_iterator(run + "/superseded")) aside.push_back(e.path());
   ASSERT_EQ(aside.size(), 1u);

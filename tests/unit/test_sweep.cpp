@@ -694,7 +694,7 @@ TEST(SweepFailure, ARunWithMetricsButNoCheckpointIsTrainedAfreshAndItsFilesKept)
   EXPECT_EQ(run_state(run), "done");
   EXPECT_TRUE(run_finished(run));
   EXPECT_TRUE(contains(read_text(run / "train.log"), "--force: moved the earlier run's metrics.jsonl, metrics.csv, "
-                                                     "config.resolved.yaml from '" + run.string() + "'"))
+                                                     "config.resolved.yaml, tb from '" + run.string() + "'"))
       << read_text(run / "train.log");
   ASSERT_TRUE(fs::is_directory(run / "superseded"));
   std::vector<fs::path> aside;

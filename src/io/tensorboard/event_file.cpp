@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <boost/crc.hpp>
 #include <cstdio>
 
@@ -30,6 +33,17 @@ void append_le(std::string& out, uint64_t value, int bytes) {
 
 }  // namespace
 
+std::string serialize(const google::protobuf::MessageLite& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    CANONLAB_CHECK(message.SerializeToCodedStream(&coded), "cannot serialize a TensorBoard " + message.GetTypeName());
+  }
+  return out;
+}
+
 std::string framed_record(std::string_view data) {
   std::string length;
   append_le(length, data.size(), 8);
@@ -42,7 +56,7 @@ std::string framed_record(std::string_view data) {
 
 std::string framed_events(const std::vector<Event>& events) {
   std::string out;
-  for (const Event& e : events) out += framed_record(e.SerializeAsString());
+  for (const Event& e : events) out += framed_record(serialize(e));
   return out;
 }
 
@@ -67,7 +81,7 @@ EventFile::EventFile(std::string path) : path_(std::move(path)) {
 }
 
 void EventFile::write(const Event& event) {
-  const std::string record = framed_record(event.SerializeAsString());
+  const std::string record = framed_record(serialize(event));
   out_.write(record.data(), std::streamsize(record.size()));
   out_.flush();
   CANONLAB_CHECK(out_, "cannot write to the TensorBoard event file '" + path_ + "' (disk full or file removed?)");

@@ -17,6 +17,10 @@ namespace canonlab::tensorboard {
 uint32_t crc32c(std::string_view data);
 uint32_t masked_crc32c(std::string_view data);
 
+// The message's bytes with map entries in key order (protobuf's default map order is randomised per process), so the
+// same events give the same file.
+std::string serialize(const google::protobuf::MessageLite& message);
+
 // One framed record holding `data`.
 std::string framed_record(std::string_view data);
 // The framed records of `events`, in order: a whole file's bytes.

@@ -3,6 +3,8 @@
 // (HParamsPluginData version 0, carried in the metadata over an empty DT_FLOAT tensor).
 #include "io/tensorboard/summaries.h"
 
+#include "io/tensorboard/event_file.h"
+
 namespace canonlab::tensorboard {
 
 namespace {
@@ -21,7 +23,7 @@ Event hparams_event(double wall_time, const std::string& tag, const HParamsPlugi
   v->set_tag(tag);
   SummaryMetadata::PluginData* plugin = v->mutable_metadata()->mutable_plugin_data();
   plugin->set_plugin_name("hparams");
-  plugin->set_content(data.SerializeAsString());
+  plugin->set_content(serialize(data));
   TensorProto* null_tensor = v->mutable_tensor();
   null_tensor->set_dtype(DT_FLOAT);
   null_tensor->mutable_tensor_shape()->add_dim()->set_size(0);
