@@ -11,12 +11,12 @@ set -euo pipefail
 # (tests/slurm/); the product itself only calls sbatch/squeue/scontrol where a cluster provides them.
 # clang and libclang-rt-14-dev (the libFuzzer, ASan and UBSan runtimes; only a Recommends of clang's own packages,
 # so named here) build the fuzz targets of tests/fuzz/.
-# libprotobuf-dev, protobuf-compiler, libboost-dev (Boost.CRC's CRC-32C) and libpng-dev: TensorBoard's event files.
+# libboost-dev (Boost.CRC's CRC-32C) and libpng-dev: TensorBoard's event files (src/io/tensorboard/).
 # patchelf: scripts/gpu-check.sh --bundle-only sets the RUNPATH of the GPU bundle's executables and libraries.
 packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
           libgtest-dev libbenchmark-dev libsentencepiece-dev python3 python3-venv python3-dev fortunes-min bible-kjv bible-kjv-text
           clang libclang-rt-14-dev openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge patchelf
-          libprotobuf-dev protobuf-compiler libboost-dev libpng-dev)
+          libboost-dev libpng-dev)
 # Headless Chromium renders the HTML report in the report_screenshot test. Its recommends (printer setup,
 # notification daemon, ...) are desktop baggage, so it goes in without them and names the one font it uses.
 lean_packages=(chromium-headless-shell fonts-liberation)

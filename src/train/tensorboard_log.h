@@ -38,8 +38,7 @@ class TensorBoardLog {
   const std::string& path() const;
 
  private:
-  // The protobuf messages stay behind this pointer: only src/io/tensorboard/ and tensorboard_log.cpp see them,
-  // compiled with hidden visibility (CMakeLists.txt says why).
+  // The event layer stays behind this pointer: only tensorboard_log.cpp includes src/io/tensorboard/.
   std::unique_ptr<tensorboard::EventFile> file_;
 };
 

@@ -47,7 +47,7 @@ TEST(TensorBoard, EventsSerializeToTheFieldsTensorBoardReads) {
   const tb::Event e = tb::scalar_event(1.5, 7, "a", 2.0f);
   const std::string want = std::string("\x09\0\0\0\0\0\0\xf8\x3f", 9) + "\x10\x07" + "\x2a\x0a" + "\x0a\x08" +
                            "\x0a\x01" "a" + std::string("\x15\0\0\0\x40", 5);
-  EXPECT_EQ(e.SerializeAsString(), want);
+  EXPECT_EQ(e.bytes, want);
 }
 
 TEST(TensorBoard, TheHeatmapHasACellPerHeadAndAGrid) {

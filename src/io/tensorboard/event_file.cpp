@@ -1,10 +1,9 @@
 // TFRecord framing of TensorBoard's event files (event_file.h).
 #include "io/tensorboard/event_file.h"
 
-#include <unistd.h>
+#include "io/tensorboard/proto_writer.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <unistd.h>
 
 #include <boost/crc.hpp>
 #include <cstdio>
@@ -33,17 +32,6 @@ void append_le(std::string& out, uint64_t value, int bytes) {
 
 }  // namespace
 
-std::string serialize(const google::protobuf::MessageLite& message) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    CANONLAB_CHECK(message.SerializeToCodedStream(&coded), "cannot serialize a TensorBoard " + message.GetTypeName());
-  }
-  return out;
-}
-
 std::string framed_record(std::string_view data) {
   std::string length;
   append_le(length, data.size(), 8);
@@ -56,7 +44,7 @@ std::string framed_record(std::string_view data) {
 
 std::string framed_events(const std::vector<Event>& events) {
   std::string out;
-  for (const Event& e : events) out += framed_record(serialize(e));
+  for (const Event& e : events) out += framed_record(e.bytes);
   return out;
 }
 
@@ -69,10 +57,8 @@ std::string event_file_name(double wall_time, const std::string& suffix) {
 }
 
 Event file_version_event(double wall_time) {
-  Event e;
-  e.set_wall_time(wall_time);
-  e.set_file_version("brain.Event:2");
-  return e;
+  // Event: wall_time = 1, file_version = 3
+  return {ProtoWriter().float64(1, wall_time).bytes(3, "brain.Event:2").bytes()};
 }
 
 EventFile::EventFile(std::string path) : path_(std::move(path)) {
@@ -81,7 +67,7 @@ EventFile::EventFile(std::string path) : path_(std::move(path)) {
 }
 
 void EventFile::write(const Event& event) {
-  const std::string record = framed_record(serialize(event));
+  const std::string record = framed_record(event.bytes);
   out_.write(record.data(), std::streamsize(record.size()));
   out_.flush();
   CANONLAB_CHECK(out_, "cannot write to the TensorBoard event file '" + path_ + "' (disk full or file removed?)");

@@ -1,5 +1,6 @@
 #pragma once
-// TensorBoard event files: serialized Event messages (tensorboard.proto) in TFRecord framing, each record
+// TensorBoard event files: serialized Event messages (tensorboard.proto, written by proto_writer.h) in TFRecord
+// framing, each record
 //   uint64 length (little-endian) | uint32 masked CRC-32C of the length | data | uint32 masked CRC-32C of the data
 // where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8. The file is named events.out.tfevents.<seconds>.<host>
 // (TensorBoard's pattern: it reads every file whose name holds "tfevents", oldest name first).
@@ -9,17 +10,17 @@
 #include <string_view>
 #include <vector>
 
-#include "io/tensorboard/tensorboard.pb.h"
 
 namespace canonlab::tensorboard {
+
+// One serialized Event message (tensorboard.proto; built by summaries.h).
+struct Event {
+  std::string bytes;
+};
 
 // CRC-32C (Castagnoli) of `data`, and its masked form that TFRecord stores (Boost.CRC computes it).
 uint32_t crc32c(std::string_view data);
 uint32_t masked_crc32c(std::string_view data);
-
-// The message's bytes with map entries in key order (protobuf's default map order is randomised per process), so the
-// same events give the same file.
-std::string serialize(const google::protobuf::MessageLite& message);
 
 // One framed record holding `data`.
 std::string framed_record(std::string_view data);

@@ -1,12 +1,13 @@
 #pragma once
 // The events canonlab writes to TensorBoard: scalars, text (markdown), images, the HParams plugin's session records
-// and the restart marker. Each returns one Event (tensorboard.proto) for EventFile::write or framed_events.
+// and the restart marker. Each returns one Event (the fields of tensorboard.proto, named in the comments of
+// summaries.cpp) for EventFile::write or framed_events.
 #include <map>
 #include <string>
 #include <variant>
 
 #include "io/png.h"
-#include "io/tensorboard/tensorboard.pb.h"
+#include "io/tensorboard/event_file.h"
 
 namespace canonlab::tensorboard {
 
