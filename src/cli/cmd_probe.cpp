@@ -16,6 +16,7 @@
 #include "eval/probe_pictures.h"
 #include "io/atomic_file.h"
 #include "io/paths.h"
+#include "train/tensorboard_log.h"
 
 namespace fs = std::filesystem;
 
@@ -134,6 +135,10 @@ int run_probe_command(const ProbeArgs& a) {
     }
   write_text_atomic((out / "index.html").string(), probe_page_html("canonlab probe: " + where, text, groups));
   write_text_atomic((out / "probe.json").string(), j.dump(2) + "\n");
+  // The maps in the run's TensorBoard files too, when the checkpoint is a run's (log.tensorboard).
+  const fs::path run_dir = absolute_path(c.path, "checkpoint").parent_path().parent_path();
+  const bool tensorboard = c.cfg.log.tensorboard && path_status(run_dir / "config.resolved.yaml").is_regular_file();
+  if (tensorboard) write_probe_pictures(run_dir.string(), c.step, maps);
 
   if (a.json_out) {
     std::cout << j.dump(2) << "\n";
@@ -143,7 +148,8 @@ int run_probe_command(const ProbeArgs& a) {
   for (const HeadId& h : heads) std::cout << " " << h.name();
   std::cout << " (" << heads_source << ") on " << maps.tokens.size() << " held-out sequence(s)\n"
             << "wrote " << (out / "probe.json").string() << ", " << (out / "index.html").string() << " and "
-            << n_pictures << " SVG pictures\n";
+            << n_pictures << " SVG pictures" << (tensorboard ? " (and the maps to " + (run_dir / "tb").string() + ")" : "")
+            << "\n";
   return 0;
 }
 

@@ -31,6 +31,16 @@ std::string as_code_block(const std::string& text) {
   return out;
 }
 
+// An event file of ours of one kind: the run's ("canonlab", "canonlab.<n>") or the probe's ("canonlab-probe").
+bool is_event_file(const fs::path& path, const std::string& kind) {
+  const std::string name = path.filename().string();
+  if (!name.starts_with("events.out.tfevents.") || name.find(".tmp.") != std::string::npos) return false;
+  const size_t at = name.rfind("." + kind);
+  if (at == std::string::npos) return false;
+  const std::string rest = name.substr(at + 1 + kind.size());
+  return rest.empty() || (rest[0] == '.' && rest.size() > 1 && rest.find_first_not_of("0123456789", 1) == std::string::npos);
+}
+
 // The scalar events of one metrics record (also what a resume rebuilds from the kept records).
 std::vector<tb::Event> metrics_record_events(const nlohmann::json& record, double wall_time) {
   std::vector<tb::Event> events;
@@ -61,7 +71,7 @@ TensorBoardLog::TensorBoardLog(const std::string& run_dir, const std::vector<nlo
   // The files already there (a resumed or --force'd run's): replaced by the one written here.
   std::vector<fs::path> older;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
-    if (e.path().filename().string().starts_with("events.out.tfevents.")) older.push_back(e.path());
+    if (is_event_file(e.path(), "canonlab")) older.push_back(e.path());
   std::string name = tb::event_file_name(t, "canonlab");
   for (int i = 1; std::find(older.begin(), older.end(), dir / name) != older.end(); i++)
     name = tb::event_file_name(t, "canonlab." + std::to_string(i));
@@ -87,6 +97,30 @@ void TensorBoardLog::write_ipmr(int step, const IpmrResult& ipmr, const std::str
   for (const auto& [delta, rates] : ipmr.per_head)
     file_->write(tb::image_event(t, step, "probe/ipmr_delta_" + std::to_string(delta),
                                  heatmap_image(rates, ipmr.n_layers, ipmr.n_heads, kCell)));
+}
+
+void write_probe_pictures(const std::string& run_dir, int step, const AttentionMaps& maps) {
+  const fs::path dir = fs::path(run_dir) / "tb";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  CANONLAB_CHECK(!ec, "cannot create the TensorBoard directory '" + dir.string() + "': " + ec.message());
+  const double t = now_seconds();
+  const int T = maps.seq_len, cell = std::max(1, 200 / std::max(T, 1));
+  std::vector<tb::Event> events = {tb::file_version_event(t)};
+  for (size_t e = 0; e < maps.probs.size(); e++)
+    for (size_t h = 0; h < maps.heads.size(); h++) {
+      const std::span<const float> p = maps.map(int(e), int(h));
+      const std::vector<double> values(p.begin(), p.end());
+      events.push_back(tb::image_event(t, step, "probe/attention/ex" + std::to_string(e) + "/" + maps.heads[h].name(),
+                                       heatmap_image(values, T, T, cell)));
+    }
+  std::vector<fs::path> older;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
+    if (is_event_file(entry.path(), "canonlab-probe")) older.push_back(entry.path());
+  const fs::path path = dir / tb::event_file_name(t, "canonlab-probe");
+  write_text_atomic(path.string(), tb::framed_events(events));
+  for (const fs::path& p : older)
+    if (p != path) fs::remove(p, ec);
 }
 
 RgbImage heatmap_image(const std::vector<double>& rates, int rows, int cols, int cell) {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/attention_maps.h"
 #include "eval/ipmr.h"
 #include "io/png.h"
 
@@ -41,6 +42,11 @@ class TensorBoardLog {
   // The event layer stays behind this pointer: only tensorboard_log.cpp includes src/io/tensorboard/.
   std::unique_ptr<tensorboard::EventFile> file_;
 };
+
+// `canonlab probe` on a run: the attention maps of its chosen heads as images at the checkpoint's step
+// ("probe/attention/ex<example>/<L#H#>", T x T, row = query), in a file of its own beside the run's
+// (RUN_DIR/tb/events.out.tfevents.<time>.<host>.canonlab-probe), which replaces an earlier probe's file.
+void write_probe_pictures(const std::string& run_dir, int step, const AttentionMaps& maps);
 
 // A heatmap of `rates` (rows x cols, row-major, values in [0, 1]), each cell a `cell` x `cell` square of a
 // perceptually ordered colour map (dark blue 0 to yellow 1), cells parted by a 1-pixel grid.

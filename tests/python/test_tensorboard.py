@@ -3,7 +3,8 @@
 
   - a run's RUN_DIR/tb/ holds, per TensorBoard's EventAccumulator, every number of metrics.jsonl as a scalar at its
     step (train/loss, train/lr, train/grad_norm, train/tokens_per_s, eval/loss, eval/<task metric>), the resolved
-    config as text, the IPMR table as text and a PNG heatmap per delta of the right size;
+    config as text, the IPMR table as text and a PNG heatmap per delta of the right size; `canonlab probe` on the run
+    adds the attention maps of the chosen heads as images;
   - a run stopped dead (SIGKILL while paused after step 45, CANONLAB_PAUSE_AT) leaves a readable file, and its
     --resume leaves one file with every step exactly once, equal to the resumed metrics.jsonl;
   - log.tensorboard=false writes no tb/;
@@ -127,6 +128,20 @@ def test_run(env):
         # demo.yaml: 2 layers x 4 heads, cells of 24 pixels and a 1-pixel grid
         check(im.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n" and (im.width, im.height) == (4 * 25 + 1, 2 * 25 + 1)
               and im.step == 60, f"the heatmap is a {im.width} x {im.height} PNG at step {im.step}")
+
+    # canonlab probe on the run: the attention maps of its heads beside the run's file, at the checkpoint's step
+    r = subprocess.run([env.canonlab, "probe", out, "--examples", "1", "--heads", "L0H1,L1H2"], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, "canonlab probe exits 0" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+    ea = load(os.path.join(out, "tb"))
+    maps = sorted(t for t in ea.Tags()["images"] if t.startswith("probe/attention/"))
+    check(maps == ["probe/attention/ex0/L0H1", "probe/attention/ex0/L1H2"], f"the probe's attention maps: {maps}")
+    if maps:
+        im = ea.Images(maps[0])[0]
+        # T = 25 (n_symbols 12): cells of 200 // 25 = 8 pixels and a 1-pixel grid
+        check((im.width, im.height, im.step) == (25 * 9 + 1, 25 * 9 + 1, 60), f"a {im.width} x {im.height} map at step {im.step}")
+    ok, why = scalars_match(ea, records(out))
+    check(ok, "the run's scalars are still there beside the probe's file: " + why)
 
 
 def test_kill_and_resume(env):
