@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "io/strict_number.h"
 #include "io/tensorboard/event_file.h"
 #include "io/tensorboard/summaries.h"
@@ -23,9 +23,7 @@ void write_tensorboard_hparams(const std::string& sweep_dir, const std::vector<S
     }
     const std::string text = tb::framed_events({tb::file_version_event(0), tb::session_start_event(0, hparams, "")});
     const fs::path path = fs::path(sweep_dir) / "runs" / run.name / kHparamsEventFile;
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
-    CANONLAB_CHECK(!ec, "cannot create run directory '" + path.parent_path().string() + "': " + ec.message());
+    create_directories_at(path.parent_path(), "cannot create run directory");
     if (read_text_if_exists(path.string(), "TensorBoard hparams file") != text) write_text_atomic(path.string(), text);
   }
 }

@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "io/tensorboard/event_file.h"
 #include "io/tensorboard/summaries.h"
 
@@ -41,6 +42,26 @@ bool is_event_file(const fs::path& path, const std::string& kind) {
   return rest.empty() || (rest[0] == '.' && rest.size() > 1 && rest.find_first_not_of("0123456789", 1) == std::string::npos);
 }
 
+// Writes `events` as a new event file of `kind` in run_dir/tb (created if missing), whole and atomically, then removes
+// the older files of that kind, which it replaces. Returns the new file's path: named after `wall_time`, numbered
+// where an older file of the same second has the name.
+std::string replace_event_files(const std::string& run_dir, const std::string& kind,
+                                const std::vector<tb::Event>& events, double wall_time) {
+  const fs::path dir = fs::path(run_dir) / "tb";
+  create_directories_at(dir, "cannot create the TensorBoard directory");
+  std::error_code ec;
+  std::vector<fs::path> older;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+    if (is_event_file(e.path(), kind)) older.push_back(e.path());
+  std::string name = tb::event_file_name(wall_time, kind);
+  for (int i = 1; std::find(older.begin(), older.end(), dir / name) != older.end(); i++)
+    name = tb::event_file_name(wall_time, kind + "." + std::to_string(i));
+  const std::string path = (dir / name).string();
+  write_text_atomic(path, tb::framed_events(events));
+  for (const fs::path& p : older) fs::remove(p, ec);  // a failure leaves a file TensorBoard's restart marker voids
+  return path;
+}
+
 // The scalar events of one metrics record (also what a resume rebuilds from the kept records).
 std::vector<tb::Event> metrics_record_events(const nlohmann::json& record, double wall_time) {
   std::vector<tb::Event> events;
@@ -63,26 +84,13 @@ const std::string& TensorBoardLog::path() const { return file_->path(); }
 
 TensorBoardLog::TensorBoardLog(const std::string& run_dir, const std::vector<nlohmann::json>& kept,
                                const std::string& config_yaml) {
-  const fs::path dir = fs::path(run_dir) / "tb";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  CANONLAB_CHECK(!ec, "cannot create the TensorBoard directory '" + dir.string() + "': " + ec.message());
   const double t = now_seconds();
-  // The files already there (a resumed or --force'd run's): replaced by the one written here.
-  std::vector<fs::path> older;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
-    if (is_event_file(e.path(), "canonlab")) older.push_back(e.path());
-  std::string name = tb::event_file_name(t, "canonlab");
-  for (int i = 1; std::find(older.begin(), older.end(), dir / name) != older.end(); i++)
-    name = tb::event_file_name(t, "canonlab." + std::to_string(i));
-  const std::string path = (dir / name).string();
-
+  // A resumed or --force'd run's earlier file is replaced by this one, which holds the records the run keeps.
   std::vector<tb::Event> events = {tb::file_version_event(t), tb::restart_event(t, 0),
                                    tb::text_event(t, 0, "config", as_code_block(config_yaml))};
   for (const nlohmann::json& record : kept)
     for (tb::Event& e : metrics_record_events(record, t)) events.push_back(std::move(e));
-  write_text_atomic(path, tb::framed_events(events));
-  for (const fs::path& p : older) fs::remove(p, ec);  // a failure leaves a file TensorBoard's restart marker voids
+  const std::string path = replace_event_files(run_dir, "canonlab", events, t);
   file_ = std::make_unique<tb::EventFile>(path);
 }
 
@@ -100,10 +108,6 @@ void TensorBoardLog::write_ipmr(int step, const IpmrResult& ipmr, const std::str
 }
 
 void write_probe_pictures(const std::string& run_dir, int step, const AttentionMaps& maps) {
-  const fs::path dir = fs::path(run_dir) / "tb";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  CANONLAB_CHECK(!ec, "cannot create the TensorBoard directory '" + dir.string() + "': " + ec.message());
   const double t = now_seconds();
   const int T = maps.seq_len, cell = std::max(1, 200 / std::max(T, 1));
   std::vector<tb::Event> events = {tb::file_version_event(t)};
@@ -114,13 +118,7 @@ void write_probe_pictures(const std::string& run_dir, int step, const AttentionM
       events.push_back(tb::image_event(t, step, "probe/attention/ex" + std::to_string(e) + "/" + maps.heads[h].name(),
                                        heatmap_image(values, T, T, cell)));
     }
-  std::vector<fs::path> older;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
-    if (is_event_file(entry.path(), "canonlab-probe")) older.push_back(entry.path());
-  const fs::path path = dir / tb::event_file_name(t, "canonlab-probe");
-  write_text_atomic(path.string(), tb::framed_events(events));
-  for (const fs::path& p : older)
-    if (p != path) fs::remove(p, ec);
+  replace_event_files(run_dir, "canonlab-probe", events, t);
 }
 
 RgbImage heatmap_image(const std::vector<double>& rates, int rows, int cols, int cell) {
