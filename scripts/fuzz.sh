@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [--seconds N] [--build-dir DIR] [--build-only | --no-build] [--keep-going | --replay] [TARGET...]
 #
-#   TARGET        yaml_config checkpoint_json safetensors sweep grammar (default: all five)
+#   TARGET        yaml_config checkpoint_json safetensors sweep grammar hf_folder (default: all six)
 #   --seconds N   fuzzing time per target (default 60); each target first runs its large regression inputs
 #   --build-dir   where the clang build, working corpora and findings go (default: build-fuzz)
 #   --build-only  configure and build, run nothing;  --no-build: run what DIR already holds
@@ -23,7 +23,7 @@
 # reports the fuzz tests as skipped then). tests/fuzz/README.md says what each target checks.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-all_targets=(yaml_config checkpoint_json safetensors sweep grammar)
+all_targets=(yaml_config checkpoint_json safetensors sweep grammar hf_folder)
 
 seconds=60 build_dir="$root/build-fuzz" build=1 run=1 keep_going=0 replay=0 targets=()
 while (($#)); do

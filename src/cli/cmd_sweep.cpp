@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "engine/error.h"
+#include "io/json_read.h"
 #include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/overview.h"
@@ -101,9 +102,11 @@ int run_sweep_command(const SweepArgs& a) {
   }
   int pack = 0;  // --pack: 0 none, N, -1 auto
   if (!a.pack.empty()) {
+    // -1 is how `auto` travels inside (SweepOptions::pack), never a spelling of it on the command line.
     const std::optional<long long> size = a.pack == "auto" ? std::optional<long long>(-1) : parse_integer<long long>(a.pack);
-    CANONLAB_CHECK(size && (*size == -1 || (*size >= 1 && *size <= 1000000)),
-                   "--pack: '" + a.pack + "' is not a pack size; allowed: a whole number of runs from 1, or auto");
+    CANONLAB_CHECK(size && (a.pack == "auto" || (*size >= 1 && *size <= 1000000)),
+                   "--pack: '" + brief_text(a.pack) + "' is not a pack size; allowed: a whole number of runs from 1 to "
+                   "1000000, or auto");
     pack = int(*size);
   }
   const SweepSpec spec = load_sweep_spec(a.sweep_path);

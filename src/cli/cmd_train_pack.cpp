@@ -1,9 +1,10 @@
 // canonlab train-pack RUN_DIR... [--width W] [--report FILE]   (internal: one pack of `canonlab sweep --pack`)
 // Trains the runs whose directories hold a run.yaml side by side in this process (train/pack.h), each as
 // `canonlab train RUN_DIR/run.yaml --out RUN_DIR` would: resumed from its checkpoint when it has one, afresh with
-// its earlier results moved aside when it has results but no checkpoint. A run's error is appended to its
+// its earlier results moved aside when it has results but no checkpoint, and kept as it is when it already finished
+// (its summary.json holds train.steps), as the sweep keeps it. A run's error is appended to its
 // RUN_DIR/train.log as an "error:" line, where the sweep reads a failed run's reason. --report writes, atomically,
-// how each run ended: [{"run_dir", "end": done|failed|interrupted, "error", "steps_done"}].
+// how each run ended: [{"run_dir", "end": done|failed|interrupted, "error", "steps_done", "kept"}].
 // Exit status: 0 when every run finished, kExitStoppedBySignal when a stop signal ended the pack (every run stopped
 // with a checkpoint, or finished), 1 when a run failed. CANONLAB_PAUSE_AT (train/phases.h) pauses the process the
 // first time any of its runs reaches the phase, for tests.
@@ -49,7 +50,16 @@ std::optional<PackRunResult> prepare_member(PackMember& m, double& peak_bytes, c
   try {
     m.config = load_config(dir + "/run.yaml", {});
     m.options.out_dir = dir;
-    m.options.resume = inspect_run_dir(dir, m.config.train.steps) == RunDiskState::resumable;
+    const RunDiskState state = inspect_run_dir(dir, m.config.train.steps);
+    if (state == RunDiskState::finished) {
+      // As the sweep does: a run whose summary.json holds its steps is kept, not trained again and moved aside.
+      PackRunResult done;
+      done.end = PackRunEnd::done;
+      done.steps_done = m.config.train.steps;
+      done.kept = true;
+      return done;
+    }
+    m.options.resume = state == RunDiskState::resumable;
     m.options.force = !m.options.resume && !earlier_run_results(dir).empty();
     m.options.progress = false;
     m.options.at_phase = pause_at;
@@ -96,10 +106,12 @@ int run_train_pack(const TrainPackArgs& a) {
   for (size_t i = 0; i < results.size(); i++) {
     const PackRunResult& r = results[i];
     const std::string& dir = a.run_dirs[i];
-    report.push_back({{"run_dir", dir}, {"end", end_name(r.end)}, {"error", r.error}, {"steps_done", r.steps_done}});
+    report.push_back({{"run_dir", dir}, {"end", end_name(r.end)}, {"error", r.error}, {"steps_done", r.steps_done},
+                      {"kept", r.kept}});
     failed |= r.end == PackRunEnd::failed;
     interrupted |= r.end == PackRunEnd::interrupted;
-    std::fprintf(stderr, "%s %s%s%s\n", end_name(r.end), dir.c_str(), r.error.empty() ? "" : ": ", r.error.c_str());
+    std::fprintf(stderr, "%s %s%s%s%s\n", end_name(r.end), dir.c_str(), r.kept ? " (already finished: kept, not trained again)" : "",
+                 r.error.empty() ? "" : ": ", r.error.c_str());
     if (r.end == PackRunEnd::failed) {
       std::ofstream log(dir + "/train.log", std::ios::app);
       log << "error: " << r.error << "\n";

@@ -9,6 +9,7 @@
 #include "config/schema.h"
 #include "engine/error.h"
 #include "io/strict_number.h"
+#include "io/json_read.h"
 
 namespace canonlab::config_detail {
 namespace {
@@ -21,7 +22,7 @@ std::string describe_node(const YAML::Node& node) {
   if (node.IsNull()) return "nothing (an empty value)";
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
-  return (is_quoted(node) ? "quoted string '" : "'") + node.Scalar() + "'";
+  return (is_quoted(node) ? "quoted string '" : "'") + brief_text(node.Scalar()) + "'";
 }
 
 [[noreturn]] void fail_type(const std::string& path, const FieldRef& field, const YAML::Node& node) {
@@ -113,7 +114,7 @@ class DocumentApplier {
     if (const KeySpec* key = find_key(canonical)) return apply_leaf(*key, spelled, value, mark);
     if (is_section(canonical)) return apply_section(canonical, spelled, value, mark);
     std::string full = path_to_first_leaf(spelled, value);
-    fail_at(mark, "unknown key '" + full + "'; " + unknown_key_hint(full));
+    fail_at(mark, "unknown key '" + brief_text(full) + "'; " + unknown_key_hint(full));
   }
 
  private:
@@ -121,7 +122,7 @@ class DocumentApplier {
                      const YAML::Mark& mark) {
     if (value.IsNull()) return;  // `probe:` with nothing under it keeps the defaults
     if (!value.IsMap()) {
-      fail_at(mark, spelled + " is a section; expected a mapping with keys " + join_children(canonical) +
+      fail_at(mark, brief_text(spelled) + " is a section; expected a mapping with keys " + join_children(canonical) +
                         ", got " + describe_node(value));
     }
     for (auto it = value.begin(); it != value.end(); ++it)
@@ -133,7 +134,7 @@ class DocumentApplier {
     // certainly a mistake, and silently keeping the later one would hide it.
     auto [previous, inserted] = spelled_by_canonical_.try_emplace(std::string(key.path), spelled);
     if (!inserted) {
-      if (previous->second == spelled) fail_at(mark, "duplicate key '" + spelled + "'");
+      if (previous->second == spelled) fail_at(mark, "duplicate key '" + brief_text(spelled) + "'");
       fail_at(mark, std::string(key.path) + ": set twice, as '" + previous->second + "' and as '" + spelled +
                         "' (canon_config is an alias of model.canon); keep one");
     }

@@ -4,6 +4,7 @@
 // derived) and consistent. All failures throw canonlab::Error with the key path, the bad value and what is
 // allowed. The key table behind all of this lives in config/schema.cpp; docs/config.md is generated from it.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,10 @@ RunConfig config_from_json(const nlohmann::json& json);
 // Fills derived values (vocab_size, max_seq_len, rope_dim, mlp.hidden_dim, data_seed) and checks every range,
 // allowed set and cross-key rule. Idempotent.
 void resolve_and_validate(RunConfig& config);
+
+// The largest value a numeric key allows (model.d_model: 16384; +inf without a bound), for importers that refuse a
+// foreign key's value under its own name before it becomes canonlab's (io/hf/hf_keys.h).
+double config_key_upper_limit(std::string_view path);
 
 // Markdown table of every key (path, type, default, allowed, description); pasted into docs/config.md.
 std::string config_reference_markdown();

@@ -6,10 +6,12 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "config/config.h"
 #include "data/cfg_grammar.h"
+#include "engine/error.h"
 
 namespace canonlab::config_detail {
 namespace {
@@ -574,6 +576,16 @@ std::string config_reference_markdown() {
            cell(describe_allowed(key)) + " | " + cell(std::string(key.description)) + " |\n";
   }
   return out;
+}
+
+}  // namespace canonlab
+
+namespace canonlab {
+
+double config_key_upper_limit(std::string_view path) {
+  const config_detail::KeySpec* key = config_detail::find_key(path);
+  CANONLAB_CHECK(key, "config_key_upper_limit: unknown key '" + std::string(path) + "'");
+  return key->upper ? key->upper->value : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace canonlab

@@ -9,6 +9,7 @@
 #include "config/schema.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 namespace {
@@ -17,7 +18,8 @@ using namespace config_detail;
 
 [[noreturn]] void fail(const std::string& message) { throw Error(message); }
 
-std::string single_quoted(const std::string& text) { return "'" + text + "'"; }
+// A value from the user, quoted and cut to a bounded prefix (an 80 KB string stays a one-line message).
+std::string single_quoted(const std::string& text) { return "'" + brief_text(text) + "'"; }
 
 bool within_bounds(const KeySpec& key, double value) {
   if (key.lower && (key.lower->inclusive ? value < key.lower->value : value <= key.lower->value)) return false;

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "io/atomic_file.h"
 #include "io/paths.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 namespace {
@@ -82,12 +83,12 @@ void apply_override(RunConfig& config, const std::string& assignment) {
   auto equals = assignment.find('=');
   std::string key = trim(std::string_view(assignment).substr(0, equals));
   if (equals == std::string::npos || key.empty()) {
-    throw Error("malformed --set '" + assignment +
+    throw Error("malformed --set '" + brief_text(assignment) +
                 "': expected key.path=value, e.g. --set train.lr=3e-4 or --set model.attention.key_shift.layers=[0,2]");
   }
-  std::string origin = "in --set " + assignment;
+  const std::string origin = "in --set " + brief_text(assignment);
   if (key == "base") throw Error("base: can only be given in a config file, not with --set (" + origin + ")");
-  YAML::Node value = parse_yaml(assignment.substr(equals + 1), "--set " + assignment);
+  YAML::Node value = parse_yaml(assignment.substr(equals + 1), "--set " + brief_text(assignment));
   apply_at_path(config, key, value, Origin{origin, false});
 }
 

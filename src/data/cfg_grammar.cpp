@@ -12,6 +12,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -44,6 +45,8 @@ constexpr int kMaxSymbolsPerLevel = 1024;
 constexpr int kMaxRulesPerSymbol = 1024;
 constexpr int kMaxRuleLength = 64;
 constexpr uint64_t kMaxGrammarFileBytes = uint64_t(64) << 20;
+// The format nests 6 levels: the object, all, a level, a symbol, its children, a rule.
+constexpr int kMaxGrammarJsonDepth = 8;
 
 // Integers where integers are meant: nlohmann's get<int>() converts 1.9 to 1 and 1e68 to undefined behaviour.
 int json_int(const nlohmann::json& value, const std::string& what, int64_t lo, int64_t hi) {
@@ -51,7 +54,7 @@ int json_int(const nlohmann::json& value, const std::string& what, int64_t lo, i
   const int64_t v = !integral ? 0 : value.is_number_unsigned() ? int64_t(std::min<uint64_t>(value.get<uint64_t>(), uint64_t(INT64_MAX)))
                                                               : value.get<int64_t>();
   if (!integral || v < lo || v > hi)
-    throw Error(what + " is " + value.dump().substr(0, 40) + "; allowed: a whole number from " + std::to_string(lo) +
+    throw Error(what + " is " + brief(value, 40) + "; allowed: a whole number from " + std::to_string(lo) +
                 " to " + std::to_string(hi));
   return int(v);
 }
@@ -73,12 +76,7 @@ const nlohmann::json& json_array(const nlohmann::json& value, const std::string&
 }  // namespace
 
 Grammar parse_grammar_json(const std::string& text, const std::string& where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, where, kMaxGrammarJsonDepth);
   try {
     const int depth = json_int(json_field(j, "depth", "the grammar"), "depth", 1, kMaxGrammarDepth);
     const nlohmann::json& sizes_json = json_array(json_field(j, "sizes", "the grammar"), "sizes", size_t(depth) + 1);

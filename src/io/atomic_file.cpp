@@ -70,6 +70,16 @@ bool writer_is_gone(long pid, std::optional<uint64_t> start) {
   return ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
 }
 
+// Whether `owner`, what follows ".tmp." in a temp name, names a writer that is gone: "<pid>.<start time>" (or "<pid>"
+// alone, from an earlier canonlab). Anything else is not an atomic write's, and is left alone.
+bool owner_is_gone(std::string_view owner) {
+  const size_t dot = owner.find('.');
+  const std::optional<long> pid = parse_integer<long>(owner.substr(0, dot));
+  const std::optional<uint64_t> start =
+      dot == std::string_view::npos ? std::nullopt : parse_integer<uint64_t>(owner.substr(dot + 1));
+  return pid && *pid > 0 && (dot == std::string_view::npos || start) && writer_is_gone(*pid, start);
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
@@ -140,6 +150,58 @@ void AtomicFileWriter::commit() {
     throw Error("cannot write '" + path_ + "': fsync of directory '" + dir + "' failed: " + errno_text(err));
 }
 
+StagingDirectory::StagingDirectory(std::string path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
+  namespace fs = std::filesystem;
+  CANONLAB_CHECK(!path_.empty(), what_ + ": empty path");
+  fs::path target = fs::path(path_).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "out/" names "out"
+  CANONLAB_CHECK(!target.empty() && target.filename() != "." && target.filename() != "..",
+                 what_ + " '" + path_ + "': not a name a new directory can have");
+  path_ = target.string();
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + ".tmp.";
+  // What a killed earlier attempt left: <name>.tmp.<pid>.<start> whose process is gone.
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    if (!owner_is_gone(std::string_view(name).substr(prefix.size()))) continue;
+    std::error_code remove_ec;
+    fs::remove_all(it->path(), remove_ec);
+    if (remove_ec)
+      throw Error(what_ + " '" + path_ + "': cannot remove '" + it->path().string() +
+                  "', what an interrupted earlier attempt left: " + remove_ec.message() + "; remove it by hand");
+  }
+  temp_path_ = (parent / (prefix + temp_owner())).string();
+  fs::remove_all(temp_path_, ec);  // only this process can have left one of this name
+  if (!fs::create_directories(temp_path_, ec) || ec)
+    throw Error(what_ + " '" + path_ + "': cannot create the temporary directory '" + temp_path_ + "': " +
+                (ec ? ec.message() : std::string("it already exists")));
+}
+
+StagingDirectory::~StagingDirectory() {
+  if (committed_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(temp_path_, ignored);
+}
+
+void StagingDirectory::commit() {
+  CANONLAB_CHECK(!committed_, what_ + " '" + path_ + "': already published");
+  // rename() replaces an empty directory and refuses a non-empty one (ENOTEMPTY/EEXIST): a concurrent writer wins.
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    throw Error(what_ + " '" + path_ + "': cannot move the finished directory '" + temp_path_ + "' into place: " +
+                (err == ENOTEMPTY || err == EEXIST ? std::string("it exists and is not empty now") : errno_text(err)));
+  }
+  committed_ = true;
+  const std::string dir = directory_of(path_);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // best effort: the rename has happened; some filesystems cannot fsync a directory
+    ::close(dfd);
+  }
+}
+
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, const AtomicWriteOptions& options) {
   AtomicFileWriter writer(path, options);
   writer.write(bytes);
@@ -184,6 +246,12 @@ void InputFile::read_exact(std::span<std::byte> out) {
   }
 }
 
+void InputFile::seek(uint64_t offset) {
+  if (offset > size_ || ::lseek(fd_, off_t(offset), SEEK_SET) != off_t(offset))
+    throw Error("cannot read '" + path_ + "': cannot move to byte " + std::to_string(offset) + " of " +
+                std::to_string(size_) + (offset > size_ ? "" : ": " + errno_text(errno)));
+}
+
 std::vector<std::byte> read_file(const std::string& path) {
   InputFile file(path);
   std::vector<std::byte> bytes(file.size());
@@ -199,13 +267,7 @@ int remove_stale_temp_files(const std::string& dir) {
     const std::string name = it->path().filename().string();
     const size_t tmp = name.rfind(".tmp.");
     if (tmp == std::string::npos || tmp == 0) continue;
-    // "<pid>.<start time>" (or "<pid>" alone, from an earlier canonlab); anything else is not an atomic write's.
-    const std::string_view owner = std::string_view(name).substr(tmp + 5);
-    const size_t dot = owner.find('.');
-    const std::optional<long> pid = parse_integer<long>(owner.substr(0, dot));
-    const std::optional<uint64_t> start =
-        dot == std::string_view::npos ? std::nullopt : parse_integer<uint64_t>(owner.substr(dot + 1));
-    if (!pid || *pid <= 0 || (dot != std::string_view::npos && !start) || !writer_is_gone(*pid, start)) continue;
+    if (!owner_is_gone(std::string_view(name).substr(tmp + 5))) continue;
     std::error_code remove_ec;
     if (fs::remove(it->path(), remove_ec)) removed++;
   }

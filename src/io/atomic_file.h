@@ -64,6 +64,27 @@ inline void write_text_atomic(const std::string& path, const std::string& text) 
   write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
+// A directory written whole or not at all (import-hf's run directory): built under the sibling name
+// `<path>.tmp.<pid>.<start>` (temp_path()), published by commit(), which renames it to `path` (absent, or an empty
+// directory) and fsyncs the parent. Destroyed without a successful commit(), the sibling is removed with everything in
+// it. A sibling left by a process that was killed (kill -9, power cut) is recognised by its name, as the temp files
+// below, and removed when the next StagingDirectory for the same `path` is created; one of a live process is kept.
+class StagingDirectory {
+ public:
+  // `what` ("--out: run directory") names the directory in errors.
+  StagingDirectory(std::string path, std::string what);
+  ~StagingDirectory();
+  StagingDirectory(const StagingDirectory&) = delete;
+  StagingDirectory& operator=(const StagingDirectory&) = delete;
+
+  const std::string& temp_path() const { return temp_path_; }
+  void commit();
+
+ private:
+  std::string path_, what_, temp_path_;
+  bool committed_ = false;
+};
+
 // Removes the `<name>.tmp.<pid>.<start>` files in dir (not recursively) whose writer process no longer exists: what
 // a writer killed mid-write leaves behind. A writer is gone when no process has its pid, or when the process that
 // has it now started at another time than <start> (pids are reused). Files of live writers are kept, so this is safe
@@ -98,6 +119,9 @@ class InputFile {
   const std::string& path() const { return path_; }
   // Fills `out` from the current position; throws if the file ends first (e.g. truncated while reading).
   void read_exact(std::span<std::byte> out);
+  // Moves the position to `offset` bytes from the start (at most size()), for a reader that has checked a stored
+  // offset against size() and reads only what it needs.
+  void seek(uint64_t offset);
 
  private:
   std::string path_;

@@ -1,4 +1,5 @@
 #include "io/safetensors.h"
+#include "io/json_read.h"
 
 #include <algorithm>
 #include <limits>
@@ -279,9 +280,9 @@ ordered_json parse_header(const std::string& text) {
     return true;
   };
   try {
-    return ordered_json::parse(text, cb);
-  } catch (const ordered_json::exception& e) {
-    throw HeaderProblem{std::string("header is not valid JSON (") + e.what() + ")"};
+    return parse_json<ordered_json>(text, "header", kMaxJsonDepth, cb);
+  } catch (const Error& e) {
+    throw HeaderProblem{e.what()};
   }
 }
 
@@ -330,12 +331,12 @@ PendingTensor parse_tensor(const std::string& name, const ordered_json& info, ui
   const ordered_json* sh = field(info, "shape");
   if (!sh) throw bad("has no 'shape'");
   std::optional<std::vector<int64_t>> shape = uint_array(*sh, -1);
-  if (!shape) throw bad("'shape' is not an array of non-negative integers: " + sh->dump());
+  if (!shape) throw bad("'shape' is not an array of non-negative integers: " + brief(*sh));
 
   const ordered_json* off = field(info, "data_offsets");
   if (!off) throw bad("has no 'data_offsets'");
   std::optional<std::vector<int64_t>> offsets = uint_array(*off, 2);
-  if (!offsets) throw bad("'data_offsets' is not an array of two non-negative integers: " + off->dump());
+  if (!offsets) throw bad("'data_offsets' is not an array of two non-negative integers: " + brief(*off));
   uint64_t begin = uint64_t((*offsets)[0]), end = uint64_t((*offsets)[1]);
   if (begin > end) throw bad("data_offsets " + offsets_str(begin, end) + " end before they begin");
   if (end > data_size)

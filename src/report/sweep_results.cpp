@@ -10,6 +10,7 @@
 #include "engine/error.h"
 #include "io/atomic_file.h"
 #include "io/paths.h"
+#include "io/json_read.h"
 
 namespace canonlab::report {
 
@@ -29,7 +30,7 @@ std::string to_string(RunState s) {
 namespace {
 
 // Axis labels and run axis values are strings in the format, but a hand-written sweep.json may use numbers.
-std::string as_label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string as_label(const json& v) { return v.is_string() ? v.get<std::string>() : brief(v, 200); }
 
 std::vector<std::string> string_list(const json& j, const std::string& what) {
   CANONLAB_CHECK(j.is_array(), what + " must be a list");
@@ -51,7 +52,7 @@ void read_metrics_jsonl(const fs::path& path, RunResult& run) {
   std::string line;
   while (std::getline(in, line)) {
     // A run still writing (or killed mid-write) can leave a partial last line; it is skipped, not fatal.
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    json j = parse_json_or_discarded(line);
     if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
     const double step = j["step"].get<double>();
     const std::string split = j.contains("split") && j["split"].is_string() ? j["split"].get<std::string>() : "";
@@ -108,7 +109,7 @@ void load_run(const fs::path& sweep_dir, RunResult& run) {
     run.state = RunState::pending;
     return;
   }
-  const json status = json::parse(*status_text, nullptr, false);
+  const json status = parse_json_or_discarded(*status_text);
   if (!status.is_object()) {
     run.state = RunState::failed;
     run.error = "status.json is not valid JSON";
@@ -124,7 +125,7 @@ void load_run(const fs::path& sweep_dir, RunResult& run) {
   if (state != "done") return;
 
   const auto summary_text = read_text_if_exists(dir / "summary.json", "run summary");
-  json summary = summary_text ? json::parse(*summary_text, nullptr, false) : json();
+  json summary = summary_text ? parse_json_or_discarded(*summary_text) : json();
   if (!summary.is_object()) {
     run.state = RunState::failed;
     run.error = summary_text ? "summary.json is not valid JSON" : "marked done but summary.json is missing";
@@ -134,7 +135,7 @@ void load_run(const fs::path& sweep_dir, RunResult& run) {
   // A later `canonlab probe` of the final checkpoint (probe/probe.json) supersedes the probe taken at the end
   // of training: it may measure more sequences or metrics the training binary did not have.
   if (const auto probe_text = read_text_if_exists(dir / "probe" / "probe.json", "probe result")) {
-    const json probe = json::parse(*probe_text, nullptr, false);
+    const json probe = parse_json_or_discarded(*probe_text);
     if (probe.is_object() && probe.contains("ipmr") && probe["ipmr"].is_object()) summary["ipmr"] = probe["ipmr"];
   }
   run.metrics = metrics_from_summary(summary.dump());
@@ -154,7 +155,7 @@ bool is_delta_metric(const std::string& name, int* delta) {
 }  // namespace
 
 std::map<std::string, double> metrics_from_summary(const std::string& summary_json_text) {
-  const json s = json::parse(summary_json_text, nullptr, false);
+  const json s = parse_json_or_discarded(summary_json_text);
   std::map<std::string, double> m;
   if (!s.is_object()) return m;
   auto put = [&](const std::string& name, double v) {
@@ -268,12 +269,7 @@ SweepResults load_sweep(const fs::path& dir) {
   const fs::path file = dir / "sweep.json";
   const auto text = read_text_if_exists(file, "sweep manifest");
   CANONLAB_CHECK(text, "no sweep.json in '" + dir.string() + "' (a sweep directory is written by `canonlab sweep`)");
-  json j;
-  try {
-    j = json::parse(*text);
-  } catch (const json::exception& e) {
-    throw Error(file.string() + ": not valid JSON: " + e.what());
-  }
+  const json j = parse_json(*text, file.string());
   CANONLAB_CHECK(j.is_object(), file.string() + ": expected a JSON object");
   SweepResults s;
   s.dir = dir;

@@ -1,4 +1,5 @@
 #include "sweep/manifest.h"
+#include "io/json_read.h"
 
 #include <map>
 
@@ -39,12 +40,12 @@ std::optional<std::string> config_difference(const nlohmann::json& before, const
       // new key's default keeps the earlier behaviour (model.canon.dynamic: 0, cross_layer.layers: []).
       auto d = defaults.find(key);
       if (d != defaults.end() && d->second == value) continue;
-      return key + " is new (" + value + ")";
+      return key + " is new (" + brief_text(value) + ")";
     }
-    if (it->second != value) return key + " was " + it->second + ", now " + value;
+    if (it->second != value) return key + " was " + brief_text(it->second) + ", now " + brief_text(value);
   }
   for (auto& [key, value] : a)
-    if (!b.count(key)) return key + " is gone (was " + value + ")";
+    if (!b.count(key)) return brief_text(key) + " is gone (was " + brief_text(value) + ")";
   return std::nullopt;
 }
 
@@ -68,7 +69,7 @@ nlohmann::json make_sweep_manifest(const SweepSpec& spec, const std::vector<Swee
 std::optional<std::string> sweep_difference(const nlohmann::json& before, const nlohmann::json& now) {
   const bool has_format = before.is_object() && before.contains("format") && before["format"].is_string();
   if (!has_format || before["format"] != kSweepFormat)
-    return "sweep.json has format " + (has_format ? before["format"].dump() : std::string("(none)")) + ", expected " +
+    return "sweep.json has format " + (has_format ? brief(before["format"]) : std::string("(none)")) + ", expected " +
            kSweepFormat;
   // sweep.json is read back from disk: check its shape before indexing it (a const operator[] on a missing key
   // is undefined behaviour in nlohmann).
@@ -84,8 +85,8 @@ std::optional<std::string> sweep_difference(const nlohmann::json& before, const 
   for (const auto& run : now["runs"]) {
     const std::string name = run["name"];
     auto it = old_runs.find(name);
-    if (it == old_runs.end()) return "run '" + name + "' is new";
-    if (auto diff = config_difference((*it->second)["config"], run["config"])) return "run '" + name + "': " + *diff;
+    if (it == old_runs.end()) return "run '" + brief_text(name) + "' is new";
+    if (auto diff = config_difference((*it->second)["config"], run["config"])) return "run '" + brief_text(name) + "': " + *diff;
   }
   if (before["runs"].size() != now["runs"].size()) return "some runs of the old sweep are no longer in it";
   return std::nullopt;

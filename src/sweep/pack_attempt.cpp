@@ -12,6 +12,7 @@
 #include "train/resource_estimate.h"
 #include "train/run_directory.h"
 #include "train/stop_signals.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -82,7 +83,7 @@ std::vector<AttemptResult> finish_pack_attempt(const PackAttempt& attempt, const
                                                const std::vector<int>& steps, const ChildExit& exit, double seconds,
                                                int forwarded_signal, const nlohmann::json& extra) {
   const nlohmann::json report =
-      nlohmann::json::parse(read_text_if_exists(attempt.report_path).value_or(""), nullptr, false);
+      parse_json_or_discarded(read_text_if_exists(attempt.report_path).value_or(""));
   std::map<std::string, std::string> ends;  // run_dir -> done | failed | interrupted
   if (report.is_array())
     for (const nlohmann::json& r : report)

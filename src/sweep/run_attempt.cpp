@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/run_directory.h"
 #include "train/stop_signals.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -51,7 +52,7 @@ nlohmann::json with_extra(nlohmann::json status, const nlohmann::json& extra) {
 
 RunDiskState inspect_run_dir(const std::string& run_dir, int steps) {
   const fs::path dir(run_dir);
-  auto summary = nlohmann::json::parse(read_text(dir / "summary.json"), nullptr, false);
+  auto summary = parse_json_or_discarded(read_text(dir / "summary.json"));
   if (summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer() &&
       summary["steps"].get<int64_t>() == steps)
     return RunDiskState::finished;
@@ -85,7 +86,7 @@ std::optional<int> latest_logged_step(const std::string& run_dir) {
   while (start < tail.size()) {
     size_t end = tail.find('\n', start);
     if (end == std::string::npos) break;  // a line still being written
-    auto j = nlohmann::json::parse(tail.substr(start, end - start), nullptr, false);
+    auto j = parse_json_or_discarded(tail.substr(start, end - start));
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) step = int(j["step"].get<int64_t>());
     start = end + 1;
   }
@@ -98,7 +99,7 @@ void write_status(const std::string& run_dir, nlohmann::json status) {
 }
 
 void mark_done_if_unmarked(const std::string& run_dir) {
-  const auto status = nlohmann::json::parse(read_text(fs::path(run_dir) / "status.json"), nullptr, false);
+  const auto status = parse_json_or_discarded(read_text(fs::path(run_dir) / "status.json"));
   if (!status.is_object() || status.value("state", "") != "done") write_status(run_dir, {{"state", "done"}, {"exit_code", 0}});
 }
 

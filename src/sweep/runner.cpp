@@ -21,6 +21,7 @@
 #include "sweep/pack_attempt.h"
 #include "sweep/tensorboard_hparams.h"
 #include "train/run_directory.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -67,7 +68,7 @@ void prepare_directory(const std::string& dir, const nlohmann::json& manifest, c
                        bool force) {
   const fs::path manifest_path = fs::path(dir) / "sweep.json";
   if (path_exists(manifest_path, kCannotRead)) {
-    auto before = nlohmann::json::parse(read_text(manifest_path), nullptr, false);
+    auto before = parse_json_or_discarded(read_text(manifest_path));
     std::optional<std::string> diff =
         before.is_discarded() ? std::optional<std::string>("sweep.json is not valid JSON") : sweep_difference(before, manifest);
     if (diff && !force)

@@ -20,6 +20,7 @@
 #include "sweep/runner.h"
 #include "sweep/slurm_queue.h"
 #include "sweep/slurm_script.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -45,7 +46,7 @@ int next_submission_number(const std::string& dir) {
 bool grid_differs(const std::string& dir, const SweepSpec& spec, const std::vector<SweepRun>& runs) {
   const std::optional<std::string> text = read_text_if_exists(fs::path(dir) / "sweep.json", "sweep manifest");
   if (!text) return false;
-  const auto before = nlohmann::json::parse(*text, nullptr, false);
+  const auto before = parse_json_or_discarded(*text);
   return before.is_discarded() || sweep_difference(before, make_sweep_manifest(spec, runs)).has_value();
 }
 

@@ -16,6 +16,7 @@
 #include "io/paths.h"
 #include "io/strict_number.h"
 #include "sweep/child_process.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -32,13 +33,13 @@ std::string submission_script_path(const std::string& sweep_dir, int number) {
 SlurmSubmission read_submission(const std::string& path) {
   const std::optional<std::string> text = read_text_if_exists(path, "Slurm submission file");
   CANONLAB_CHECK(text, "cannot read Slurm submission file '" + path + "'");
-  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  const auto j = parse_json_or_discarded(*text);
   auto bad = [&](const std::string& what) {
     return Error("Slurm submission file '" + path + "' " + what + "; it is written by `canonlab sweep --launcher slurm` "
                  "(format " + kSlurmSubmissionFormat + ")");
   };
   if (!j.is_object()) throw bad("is not a JSON object");
-  if (j.value("format", "") != kSlurmSubmissionFormat) throw bad("has format " + (j.contains("format") ? j["format"].dump() : "(none)"));
+  if (j.value("format", "") != kSlurmSubmissionFormat) throw bad("has format " + (j.contains("format") ? brief(j["format"]) : "(none)"));
   if (!j.contains("sweep_dir") || !j["sweep_dir"].is_string() || !j.contains("job_id") || !j["job_id"].is_string() ||
       !j.contains("tasks") || !j["tasks"].is_array())
     throw bad("lacks sweep_dir, job_id or tasks");

@@ -13,6 +13,7 @@
 #include "engine/error.h"
 #include "io/atomic_file.h"
 #include "io/paths.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -64,7 +65,7 @@ SweepStatus read_sweep_status(const std::string& sweep_dir, const std::optional<
   const std::optional<std::string> manifest_text = read_text_if_exists(dir / "sweep.json", "sweep manifest");
   CANONLAB_CHECK(manifest_text, "'" + sweep_dir + "' is not a sweep directory: it has no sweep.json (`canonlab sweep` "
                                 "writes one when it starts or submits a sweep)");
-  const auto manifest = nlohmann::json::parse(*manifest_text, nullptr, false);
+  const auto manifest = parse_json_or_discarded(*manifest_text);
   CANONLAB_CHECK(manifest.is_object() && manifest.contains("runs") && manifest["runs"].is_array(),
                  "'" + (dir / "sweep.json").string() + "' is not a sweep manifest (no list of runs)");
   const std::map<std::string, QueuedRun> queued =
@@ -87,8 +88,7 @@ SweepStatus read_sweep_status(const std::string& sweep_dir, const std::optional<
     e.has_dir = is_directory_at(run_dir, "cannot read run directory");
     e.disk = inspect_run_dir(run_dir.string(), row.steps);
     e.queue_known = queue.has_value();
-    const auto run_status = nlohmann::json::parse(read_text_if_exists(run_dir / "status.json", "run status").value_or(""),
-                                                  nullptr, false);
+    const auto run_status = parse_json_or_discarded(read_text_if_exists(run_dir / "status.json", "run status").value_or(""));
     std::string slurm_job;
     int restarts = 0;
     std::string error;

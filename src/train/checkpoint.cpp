@@ -14,6 +14,7 @@
 #include "io/paths.h"
 #include "io/safetensors.h"
 #include "io/strict_number.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -63,7 +64,7 @@ void collect_differences(const nlohmann::json& a, const nlohmann::json& b, const
       else collect_differences(a[k], b[k], path, out);
     }
   } else if (a != b) {
-    out.push_back(prefix + " (checkpoint: " + a.dump() + ", now: " + b.dump() + ")");
+    out.push_back(prefix + " (checkpoint: " + brief(a) + ", now: " + brief(b) + ")");
   }
 }
 
@@ -131,11 +132,7 @@ RunConfig read_model_config(const SafetensorsFile& f) {
   const std::string& path = f.path;
   auto it = f.metadata.find("canonlab.config");
   CANONLAB_CHECK(it != f.metadata.end(), "checkpoint '" + path + "' has no canonlab.config metadata");
-  try {
-    return config_from_json(nlohmann::json::parse(it->second));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("checkpoint '" + path + "': canonlab.config metadata is not valid JSON: " + e.what());
-  }
+  return config_from_json(parse_json(it->second, "checkpoint '" + path + "': canonlab.config metadata"));
 }
 
 namespace {
@@ -254,10 +251,10 @@ std::optional<LatestCheckpoint> read_latest_checkpoint(const std::string& dir) {
   }
   const std::string text = read_text_file(p.string(), 4096, "checkpoint pointer");
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json j = parse_json(text, "latest.json");
     const nlohmann::json& step = j.at("step");
     if (!step.is_number_integer() || step.get<int64_t>() < 0 || step.get<int64_t>() > std::numeric_limits<int>::max())
-      throw Error("'step' is " + step.dump() + "; allowed: a whole number >= 0");
+      throw Error("'step' is " + brief(step) + "; allowed: a whole number >= 0");
     return LatestCheckpoint{step.get<int>(), (fs::path(dir) / checkpoint_file_name(j, "model", ".model.safetensors")).string(),
                             (fs::path(dir) / checkpoint_file_name(j, "state", ".state.safetensors")).string()};
   } catch (const nlohmann::json::exception& e) {

@@ -30,6 +30,7 @@ struct PackRunResult {
   std::string error;      // failed: what stopped it; interrupted: the signal
   int steps_done = 0;     // the step its checkpoint holds (interrupted) or reached
   nlohmann::json summary; // done: the summary also written to summary.json
+  bool kept = false;      // done before this process (summary.json holds its steps): not trained again
 };
 
 // Trains the members side by side until each is done, failed or stopped; one result per member, in order.

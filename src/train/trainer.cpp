@@ -28,6 +28,7 @@
 #include "train/schedule.h"
 #include "train/step.h"
 #include "train/tensorboard_log.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 
@@ -87,7 +88,7 @@ class MetricsLog {
       const std::string_view record(text.data() + start, newline - start);
       start = newline + 1;
       if (record.empty()) continue;
-      const nlohmann::json j = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json j = parse_json_or_discarded(record);
       const bool has_step = j.is_object() && j.contains("step") && j["step"].is_number_integer();
       if (!has_step)
         throw Error("'" + path + "' line " + std::to_string(line) + ": " +

@@ -330,6 +330,27 @@ class DataAndHelp(unittest.TestCase):
         self.assertEqual(canonlab.resolve_config(cfg), cfg)  # a dict config round-trips
         self.assertIn("parameters", canonlab.dry_run(CONFIG))
 
+    def test_deep_files_raise_instead_of_crashing(self):
+        """A Lano grammar 80,000 levels deep once killed the interpreter (signal 11) in dry_run and train: the
+        nesting is now refused at parse time, in process, with the file named (docs/engine.md, "Untrusted input")."""
+        grammar = WORK / "deep-grammar.json"
+        grammar.write_text('{"depth": ' + "[" * 80000 + "]" * 80000 + "}")
+        lano = {"task.name": "lano", "task.lano.grammar": str(grammar)}
+        for call in (lambda: canonlab.dry_run(CONFIG, lano), lambda: canonlab.resolve_config(CONFIG, lano),
+                     lambda: canonlab.train(CONFIG, lano, out=WORK / "deep-grammar-run")):
+            with self.assertRaises(canonlab.Error) as caught:
+                call()
+            self.assertIn(f"'{grammar}': JSON nests deeper than 8 levels at 'depth[", str(caught.exception))
+            self.assertLess(len(str(caught.exception)), 400)
+        self.assertFalse((WORK / "deep-grammar-run").exists())
+        folder = WORK / "deep-hf"
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": ' + "[" * 80000 + "]" * 80000 + "}")
+        with self.assertRaises(canonlab.Error) as caught:
+            canonlab.import_hf(folder, WORK / "deep-hf-run")
+        self.assertIn("config.json': JSON nests deeper than 64 levels at 'hidden_size[", str(caught.exception))
+        self.assertFalse((WORK / "deep-hf-run").exists())
+
     def test_help_and_stubs(self):
         text = pydoc.render_doc(canonlab.Model, renderer=pydoc.plaintext)
         for word in ("attention", "hidden_states", "generate", "state_dict", "load"):

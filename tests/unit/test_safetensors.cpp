@@ -416,9 +416,9 @@ TEST_F(SafetensorsTest, DetectsHeaderEdits) {
 }
 
 TEST_F(SafetensorsTest, DetectsInvalidJson) {
-  expect_corrupt_header("{not json", 0, {"header is not valid JSON"});
-  expect_corrupt_header("{\"a\":", 0, {"header is not valid JSON"});
-  expect_corrupt_header("{\"a\xff\":1}", 0, {"header is not valid JSON"});  // not UTF-8
+  expect_corrupt_header("{not json", 0, {"header: not valid JSON"});
+  expect_corrupt_header("{\"a\":", 0, {"header: not valid JSON"});
+  expect_corrupt_header("{\"a\xff\":1}", 0, {"header: not valid JSON"});  // not UTF-8
   expect_corrupt_header(std::string("{}\0garbage", 10), 0, {"NUL byte at offset 2"});  // nlohmann stops at NUL
   expect_corrupt_header("[1,2]", 0, {"header is not a JSON object"});
   expect_corrupt_header("\"x\"", 0, {"header is not a JSON object"});

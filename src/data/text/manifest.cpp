@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/json_read.h"
 
 namespace canonlab {
 namespace {
@@ -36,14 +37,14 @@ class Reader {
     const nlohmann::json& v = field(object, key, where);
     const std::string name = where.empty() ? key : where + "." + key;
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-      fail(name, "is " + v.dump().substr(0, 40) + "; allowed: a whole number >= 0");
+      fail(name, "is " + brief(v, 40) + "; allowed: a whole number >= 0");
     const uint64_t n = v.get<uint64_t>();
     if (n < lo || n > hi) fail(name, "is " + std::to_string(n) + "; allowed: " + std::to_string(lo) + " to " + std::to_string(hi));
     return n;
   }
   std::string text(const nlohmann::json& object, const std::string& key, const std::string& where) const {
     const nlohmann::json& v = field(object, key, where);
-    if (!v.is_string()) fail(where.empty() ? key : where + "." + key, "is " + v.dump().substr(0, 40) + ", not a string");
+    if (!v.is_string()) fail(where.empty() ? key : where + "." + key, "is " + brief(v, 40) + ", not a string");
     return v.get<std::string>();
   }
   [[noreturn]] void fail(const std::string& name, const std::string& problem) const {
@@ -111,16 +112,7 @@ std::string manifest_to_json(const Manifest& m) {
 Manifest read_manifest(const std::string& dir) {
   const std::string path = dir + "/" + kManifestName;
   const std::string text = read_text_file(path, kMaxManifestBytes, "text data manifest");
-  nlohmann::json j;
-  try {
-    const nlohmann::json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxManifestDepth) throw Error("text data manifest '" + path + "': nests deeper than the format");
-      return true;
-    };
-    j = nlohmann::json::parse(text, limit_depth);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("text data manifest '" + path + "': not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json(text, "text data manifest '" + path + "'", kMaxManifestDepth);
   const Reader r(path);
   if (r.text(j, "format", "") != "canonlab text data") r.fail("format", "is not 'canonlab text data'");
   if (r.count(j, "version", "") != uint64_t(kManifestVersion))

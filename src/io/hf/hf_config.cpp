@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
+#include "io/json_read.h"
 #include "io/hf/hf_keys.h"
 #include "io/hf/hf_linear.h"
 
@@ -184,6 +186,10 @@ nlohmann::json hf_generation_config_json(const RunConfig& cfg) {
 }
 
 
+nlohmann::json read_hf_config(const std::string& path) {
+  return parse_json(read_text_file(path, 10'000'000, "Hugging Face config"), "Hugging Face config '" + path + "'");
+}
+
 ModelConfig model_config_from_hf(const json& c, const std::string& path) {
   if (!c.is_object()) throw Error("Hugging Face config '" + path + "' is not a JSON object");
   const HfKeys k(c, path);
@@ -196,11 +202,11 @@ ModelConfig model_config_from_hf(const json& c, const std::string& path) {
 
   ModelConfig m;
   m.family = "transformer";
-  m.d_model = k.integer("hidden_size", std::nullopt, 1);
-  m.n_layers = k.integer("num_hidden_layers", std::nullopt, 1);
-  m.n_heads = k.integer("num_attention_heads", std::nullopt, 1);
-  m.vocab_size = k.integer("vocab_size", std::nullopt, 1);
-  m.max_seq_len = k.integer("max_position_embeddings", 2048, 1);  // LlamaConfig's default
+  m.d_model = k.integer("hidden_size", std::nullopt, 1, "model.d_model");
+  m.n_layers = k.integer("num_hidden_layers", std::nullopt, 1, "model.n_layers");
+  m.n_heads = k.integer("num_attention_heads", std::nullopt, 1, "model.n_heads");
+  m.vocab_size = k.integer("vocab_size", std::nullopt, 1, "model.vocab_size");
+  m.max_seq_len = k.integer("max_position_embeddings", 2048, 1, "model.max_seq_len");  // LlamaConfig's default
   if (m.d_model % m.n_heads != 0)
     k.fail("hidden_size", "not divisible by num_attention_heads = " + std::to_string(m.n_heads) +
                               "; canonlab's head_dim is hidden_size / num_attention_heads");
@@ -215,7 +221,10 @@ ModelConfig model_config_from_hf(const json& c, const std::string& path) {
   if (act != "silu" && act != "swish") k.fail("hidden_act", "canonlab's gated MLP is SwiGLU; allowed: silu, swish");
   // LlamaCanon's MLP takes a null intermediate_size as hidden_size * 8 // 3.
   m.mlp.kind = "swiglu";
-  m.mlp.hidden_dim = canon && !k.has("intermediate_size") ? m.d_model * 8 / 3 : k.integer("intermediate_size", std::nullopt, 1);
+  m.mlp.hidden_dim = canon && !k.has("intermediate_size")
+                         ? k.derived("intermediate_size", "null: hidden_size * 8 // 3", int64_t(m.d_model) * 8 / 3,
+                                     "model.mlp.hidden_dim")
+                         : k.integer("intermediate_size", std::nullopt, 1, "model.mlp.hidden_dim");
   m.mlp.bias = k.boolean("mlp_bias", false);
   m.attention.qkv_bias = k.boolean("attention_bias", false);  // q, k, v and o, as our qkv_bias
   m.norm = "rmsnorm";
@@ -277,7 +286,7 @@ ModelConfig model_config_from_hf(const json& c, const std::string& path) {
   m.canon.set = set;
   m.canon.residual = k.boolean("canon_residual", true);
   m.canon.activation = k.boolean("canon_activation", false) ? "silu" : "none";
-  m.canon.kernel_size = k.integer("canon_kernel", 4, 1);
+  m.canon.kernel_size = k.integer("canon_kernel", 4, 1, "model.canon.kernel_size");
   m.canon.groups = 0;
   m.canon.norm = "none";
   return m;

@@ -28,6 +28,10 @@ nlohmann::json hf_config_json(const RunConfig& cfg, HfFormat f);
 // generation_config.json: greedy decoding, the copy task's BOS, no EOS (our tasks have none).
 nlohmann::json hf_generation_config_json(const RunConfig& cfg);
 
+// A folder's config.json as JSON: a regular file of at most 10 MB, nesting limited at parse time (io/json_read.h);
+// errors name `path`.
+nlohmann::json read_hf_config(const std::string& path);
+
 // The canonlab model a Hugging Face config.json describes (unresolved: vocab_size and max_seq_len set, rope_dim 0 for
 // full RoPE). `path` names the file in errors; a key canonlab cannot represent is refused with its value.
 ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string& path);

@@ -27,17 +27,18 @@ void read_canon(const HfKeys& k, ModelConfig& m, const std::string& letters_allo
   m.canon.set = ours;  // resolve_and_validate orders the letters
   m.canon.residual = k.boolean("canon_residual", true);
   m.canon.activation = k.boolean("canon_activation", false) ? "silu" : "none";
-  m.canon.kernel_size = k.integer("canon_kernel", 4, 1);
+  m.canon.kernel_size = k.integer("canon_kernel", 4, 1, "model.canon.kernel_size");
   m.canon.groups = 0;
   m.canon.norm = "none";
 }
 
 // fla's MLP default: 2/3 * hidden_size * hidden_ratio rounded up to a multiple of 256.
 int fla_intermediate(const HfKeys& k, int d) {
-  if (k.has("intermediate_size")) return k.integer("intermediate_size", std::nullopt, 1);
+  if (k.has("intermediate_size")) return k.integer("intermediate_size", std::nullopt, 1, "model.mlp.hidden_dim");
   const int ratio = k.integer("hidden_ratio", 4, 1);
-  const int size = int(d * ratio * 2 / 3.0);
-  return 256 * ((size + 255) / 256);
+  const auto size = int64_t(double(d) * ratio * 2 / 3.0);  // d * ratio < 2^53: exact, as fla's int(...) in Python
+  return k.derived("hidden_ratio", "2/3 * hidden_size * hidden_ratio rounded up to 256", 256 * ((size + 255) / 256),
+                   "model.mlp.hidden_dim");
 }
 
 void require_null(const HfKeys& k, const std::string& key, const std::string& why) {
@@ -45,7 +46,7 @@ void require_null(const HfKeys& k, const std::string& key, const std::string& wh
 }
 
 void read_gla(const HfKeys& k, ModelConfig& m) {
-  m.n_heads = k.integer("num_heads", 4, 1);
+  m.n_heads = k.integer("num_heads", 4, 1, "model.n_heads");
   if (k.has("num_kv_heads") && k.integer("num_kv_heads", std::nullopt, 1) != m.n_heads)
     k.fail("num_kv_heads", "canonlab's GLA has no grouped keys/values; allowed: null or num_heads");
   m.gla.expand_k = k.number("expand_k", 0.5);
@@ -69,16 +70,27 @@ void read_gla(const HfKeys& k, ModelConfig& m) {
   const bool conv = k.boolean("use_short_conv", false);
   if (!conv) k.fail("use_short_conv", "without short convs GLACanon applies SiLU to q, k, v, canonlab's GLA does not; allowed: true");
   read_canon(k, m, "ACD", conv);  // GLACanon's Canon-B stops at assert False
-  m.recurrent.conv_kernel = k.integer("conv_size", 4, 1);
+  m.recurrent.conv_kernel = k.integer("conv_size", 4, 1, "model.recurrent.conv_kernel");
   m.norm_eps = k.number("norm_eps", 1e-6);
   m.mlp.hidden_dim = fla_intermediate(k, m.d_model);
 }
 
 void read_gdn(const HfKeys& k, ModelConfig& m) {
-  m.n_heads = k.integer("num_heads", 6, 1);
-  const int key_width = m.n_heads * k.integer("head_dim", 256, 1);
+  m.n_heads = k.integer("num_heads", 6, 1, "model.n_heads");
+  // Widths as canonlab's expand_k / expand_v times hidden_size, so they are bounded by those keys' limits.
+  const auto width_limit = [&](std::string_view expand) { return int64_t(config_key_upper_limit(expand)) * m.d_model; };
+  const int64_t key_width64 = int64_t(m.n_heads) * k.integer("head_dim", 256, 1);
+  if (key_width64 > width_limit("model.delta.expand_k"))
+    k.fail("head_dim", "num_heads * head_dim = " + std::to_string(key_width64) + " exceeds canonlab's model.delta.expand_k limit (" +
+                           std::to_string(int64_t(config_key_upper_limit("model.delta.expand_k"))) + ") times hidden_size");
+  const int key_width = int(key_width64);
   const int ev = k.integer("expand_v", 2, 1);  // theirs: value width = key width * expand_v, a whole number
-  const int value_width = key_width * ev;
+  const int64_t value_width64 = int64_t(key_width) * ev;
+  if (value_width64 > width_limit("model.delta.expand_v"))
+    k.fail("expand_v", "num_heads * head_dim * expand_v = " + std::to_string(value_width64) +
+                           " exceeds canonlab's model.delta.expand_v limit (" +
+                           std::to_string(int64_t(config_key_upper_limit("model.delta.expand_v"))) + ") times hidden_size");
+  const int value_width = int(value_width64);
   // canonlab's widths are int(d_model * expand); the ratios must give them back exactly.
   m.delta.expand_k = double(key_width) / m.d_model;
   m.delta.expand_v = double(value_width) / m.d_model;
@@ -90,19 +102,20 @@ void read_gdn(const HfKeys& k, ModelConfig& m) {
   require_null(k, "output_gate_rank", "canonlab's g_proj is full rank");
   m.delta.allow_neg_eigval = false;
   read_canon(k, m, "ABCD", k.boolean("use_short_conv", true));
-  m.recurrent.conv_kernel = k.integer("conv_size", 4, 1);
+  m.recurrent.conv_kernel = k.integer("conv_size", 4, 1, "model.recurrent.conv_kernel");
   m.norm_eps = k.number("norm_eps", 1e-6);
   m.mlp.hidden_dim = fla_intermediate(k, m.d_model);
 }
 
 void read_mamba2(const HfKeys& k, ModelConfig& m) {
-  const int heads = k.integer("num_heads", 128, 1), headdim = k.integer("head_dim", 64, 1);
-  m.mamba2.expand = k.integer("expand", 2, 1);
-  if (heads * headdim != m.mamba2.expand * m.d_model)
-    k.fail("num_heads", "num_heads * head_dim must be expand * hidden_size = " + std::to_string(m.mamba2.expand * m.d_model));
+  const int heads = k.integer("num_heads", 128, 1), headdim = k.integer("head_dim", 64, 1, "model.mamba2.headdim");
+  m.mamba2.expand = k.integer("expand", 2, 1, "model.mamba2.expand");
+  const int64_t d_inner = int64_t(m.mamba2.expand) * m.d_model;
+  if (int64_t(heads) * headdim != d_inner)
+    k.fail("num_heads", "num_heads * head_dim must be expand * hidden_size = " + std::to_string(d_inner));
   m.n_heads = m.d_model % heads == 0 ? heads : 1;  // unused by Mamba2 layers once headdim is set
   m.mamba2.headdim = headdim;
-  m.mamba2.d_state = k.integer("state_size", 128, 1);
+  m.mamba2.d_state = k.integer("state_size", 128, 1, "model.mamba2.d_state");
   if (k.integer("n_groups", 8, 1) != 1)
     k.fail("n_groups", "their inference-path gated RMSNorm spans all of d_inner, canonlab's d_inner / ngroups; allowed: 1");
   m.mamba2.ngroups = 1;
@@ -118,9 +131,9 @@ void read_mamba2(const HfKeys& k, ModelConfig& m) {
   const std::string mlp = k.string("mlp_type", "");
   if (!mlp.empty() && mlp != "mlp10") k.fail("mlp_type", "allowed: null, mlp10");
   m.mamba2.mlp = !mlp.empty();
-  m.mlp.hidden_dim = m.mamba2.mlp ? k.integer("intermediate_size", 2 * m.d_model, 1) : 0;
+  m.mlp.hidden_dim = m.mamba2.mlp ? k.integer("intermediate_size", 2 * m.d_model, 1, "model.mlp.hidden_dim") : 0;
   read_canon(k, m, m.mamba2.mlp ? "ABCD" : "AB", !noconv);
-  m.recurrent.conv_kernel = k.integer("conv_kernel", 4, 1);
+  m.recurrent.conv_kernel = k.integer("conv_kernel", 4, 1, "model.recurrent.conv_kernel");
   m.norm_eps = k.number("layer_norm_epsilon", 1e-5);
   m.mamba2.dt_min = k.number("time_step_min", 1e-3);
   m.mamba2.dt_max = k.number("time_step_max", 0.1);
@@ -142,10 +155,10 @@ ModelConfig linear_model_config_from_hf(const json& c, const std::string& path, 
   const HfKeys k(c, path);
   ModelConfig m;
   m.family = f == HfFormat::gla_canon ? "gla" : f == HfFormat::gdn_canon ? "gdn" : "mamba2";
-  m.d_model = k.integer("hidden_size", std::nullopt, 1);
-  m.n_layers = k.integer("num_hidden_layers", std::nullopt, 1);
-  m.vocab_size = k.integer("vocab_size", std::nullopt, 1);
-  m.max_seq_len = k.integer("max_position_embeddings", 2048, 1);
+  m.d_model = k.integer("hidden_size", std::nullopt, 1, "model.d_model");
+  m.n_layers = k.integer("num_hidden_layers", std::nullopt, 1, "model.n_layers");
+  m.vocab_size = k.integer("vocab_size", std::nullopt, 1, "model.vocab_size");
+  m.max_seq_len = k.integer("max_position_embeddings", 2048, 1, "model.max_seq_len");
   m.tie_embeddings = k.boolean("tie_word_embeddings", false);
   if (k.has("initializer_range")) m.init_std = k.number("initializer_range", m.init_std);
   m.norm = "rmsnorm";

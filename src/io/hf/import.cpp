@@ -14,6 +14,7 @@
 #include "io/hf/hf_linear.h"
 #include "io/hf/hf_plan.h"
 #include "io/hf/hf_tensors.h"
+#include "io/json_read.h"
 #include "io/paths.h"
 #include "models/language_model.h"
 #include "train/adamw.h"
@@ -26,59 +27,52 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kDefaultCopySymbols = 24;  // task.n_symbols' default, lowered to what the model's vocabulary allows
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
 
-}  // namespace
-
-RunConfig imported_run_config(const ModelConfig& model, const std::vector<std::string>& overrides) {
-  for (const std::string& o : overrides)
-    CANONLAB_CHECK(!o.starts_with("model.") && !o.starts_with("model="),
-                   "--set " + o + ": the imported weights fix model.*; only task.*, train.* and probe.* keys can be set");
-  RunConfig cfg;
-  cfg.model = model;
-  // The copy task over the whole vocabulary: its BOS is id task.vocab, the model's last token.
-  cfg.task.name = "copy";
-  cfg.task.vocab = std::max(1, model.vocab_size - 1);
-  cfg.task.n_symbols = std::max(1, std::min({kDefaultCopySymbols, cfg.task.vocab, (model.max_seq_len - 1) / 2}));
-  return config_from_yaml_string(config_to_yaml(cfg), overrides);
+// The refusal of an --out that exists and is not empty, saying so when it looks like what an interrupted import of an
+// earlier canonlab left (checkpoints/ without imported_from.json, which an import writes last); imports now build the
+// run beside it and move it into place, so they leave nothing under that name.
+void refuse_existing_run_dir(const std::string& run_dir) {
+  const fs::path run(run_dir);
+  const bool interrupted = path_exists(run / "checkpoints", "--out: run directory") &&
+                           !path_exists(run / "imported_from.json", "--out: run directory");
+  throw path_error("--out: run directory", run_dir,
+                   interrupted ? "exists and holds checkpoints/ without imported_from.json: what an interrupted import "
+                                 "left; remove it (rm -r '" + run_dir + "') and run the import again"
+                               : "exists and is not empty; import into a new run directory");
 }
+
+}  // namespace
 
 HfImportResult import_hf(const std::string& dir, const std::string& run_dir, const std::vector<std::string>& overrides) {
   CANONLAB_CHECK(is_directory_at(dir, "import-hf: Hugging Face folder"),
                  "import-hf: Hugging Face folder '" + dir + "' is not a directory");
   if (path_exists(run_dir, "--out: run directory") &&
       (!is_directory_at(run_dir, "--out: run directory") || !directory_listing(run_dir, "--out: run directory").empty()))
-    throw path_error("--out: run directory", run_dir, "exists and is not empty; import into a new run directory");
+    refuse_existing_run_dir(run_dir);
 
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  nlohmann::json hf_config;
-  try {
-    hf_config = nlohmann::json::parse(read_text_file(config_path, 10'000'000, "Hugging Face config"));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("Hugging Face config '" + config_path + "' is not valid JSON: " + e.what());
-  }
+  const nlohmann::json hf_config = read_hf_config(config_path);
   HfImportResult r;
   r.cfg = imported_run_config(model_config_from_hf(hf_config, config_path), overrides);
   const std::string type = hf_config.value("model_type", "");
   r.format = hf_linear_format_of(type).value_or(type == "llama" ? HfFormat::llama : HfFormat::llama_canon);
 
-  // The model is built before the weights are read, and only if it fits (a config claiming a huge model fails here).
+  // The model is built before the weights are read, and only if it fits (a config claiming a huge model fails here);
+  // the weights' headers are read and checked against the model before any of their data.
   check_resources(estimate_resources(r.cfg, Purpose::eval), r.cfg);
   const HfTensors weights = read_hf_weights(dir);
   auto model = build_model<float>(r.cfg.model, r.cfg.train.seed);
   ParameterStore<float>& params = model->params();
   std::map<std::string, const ParamInfo*> by_name;
   for (const ParamInfo& p : params.infos()) by_name[p.name] = &p;
-  std::vector<float> host(params.total());
+  const std::vector<HfTensorPlan> plan = hf_export_plan(r.format, r.cfg.model, params.infos());
   std::set<std::string> used;
-  // The export plan read backwards: a fused matrix splits into its sources by rows, in order.
-  for (const HfTensorPlan& t : hf_export_plan(r.format, r.cfg.model, params.infos())) {
+  for (const HfTensorPlan& t : plan) {
     const std::string ours = t.sources.empty() ? "(none: unused by the model)" : t.sources[0];
     const auto it = weights.find(t.name);
     CANONLAB_CHECK(it != weights.end(), "Hugging Face folder '" + dir + "': tensor '" + t.name + "' (canonlab's '" + ours +
@@ -86,43 +80,48 @@ HfImportResult import_hf(const std::string& dir, const std::string& run_dir, con
     CANONLAB_CHECK(it->second.shape == t.shape, "Hugging Face weights '" + it->second.file + "': tensor '" + t.name +
                                                     "' has shape " + shape_text(it->second.shape) +
                                                     ", config.json's model needs " + shape_text(t.shape));
+    used.insert(t.name);
+  }
+  // Tied models may still carry lm_head.weight; it must then be the embedding, which is what transformers uses.
+  std::string tied_head_of;
+  if (r.cfg.model.tie_embeddings && weights.count("lm_head.weight"))
+    for (const HfTensorPlan& t : plan)
+      if (t.sources == std::vector<std::string>{"tok_emb.weight"}) tied_head_of = t.name;
+  if (!tied_head_of.empty()) used.insert("lm_head.weight");
+  for (const auto& [name, t] : weights)
+    if (!used.count(name) && !name.ends_with("rotary_emb.inv_freq"))  // a buffer older transformers saved; recomputed
+      throw Error("Hugging Face weights '" + t.file + "': tensor '" + brief_text(name) +
+                  "' has no place in the model config.json describes (canonlab maps the names in docs/huggingface.md)");
+
+  // The data, one tensor at a time: the export plan read backwards, a fused matrix split into its sources by rows.
+  std::vector<float> host(params.total());
+  for (const HfTensorPlan& t : plan) {
+    const std::vector<float> values = read_hf_tensor(t.name, weights.at(t.name));
     size_t at = 0;
     for (const std::string& source : t.sources) {
       const ParamInfo& p = *by_name.at(source);
-      std::copy_n(it->second.values.begin() + ptrdiff_t(at), p.numel, host.begin() + ptrdiff_t(p.offset));
+      std::copy_n(values.begin() + ptrdiff_t(at), p.numel, host.begin() + ptrdiff_t(p.offset));
       at += p.numel;
     }
-    used.insert(t.name);
-  }
-  if (r.cfg.model.tie_embeddings) {
-    // Tied models may still carry lm_head.weight; it must then be the embedding, which is what transformers uses.
-    std::string emb_name;
-    for (const HfTensorPlan& t : hf_export_plan(r.format, r.cfg.model, params.infos()))
-      if (t.sources == std::vector<std::string>{"tok_emb.weight"}) emb_name = t.name;
-    const auto head = weights.find("lm_head.weight"), emb = weights.find(emb_name);
-    if (head != weights.end()) {
-      CANONLAB_CHECK(head->second.values == emb->second.values,
+    if (t.name == tied_head_of)
+      CANONLAB_CHECK(read_hf_tensor("lm_head.weight", weights.at("lm_head.weight")) == values,
                      "Hugging Face folder '" + dir + "': tie_word_embeddings is true, but lm_head.weight differs from " +
-                         emb_name + "; canonlab's tied model has one matrix");
-      used.insert("lm_head.weight");
-    }
+                         tied_head_of + "; canonlab's tied model has one matrix");
   }
-  for (const auto& [name, t] : weights)
-    if (!used.count(name) && !name.ends_with("rotary_emb.inv_freq"))  // a buffer older transformers saved; recomputed
-      throw Error("Hugging Face weights '" + t.file + "': tensor '" + name +
-                  "' has no place in the model config.json describes (canonlab maps the names in docs/huggingface.md)");
   params.set_values(host);
   r.tensors = used.size();
 
-  create_directories_at(run_dir, "--out: cannot create run directory");
-  const fs::path run(run_dir);
-  save_checkpoint((run / "checkpoints").string(), r.cfg, params, AdamWState{}, TrainingCursor{0});
-  r.checkpoint = latest_model_path((run / "checkpoints").string());
-  write_text_atomic((run / "config.resolved.yaml").string(), config_to_yaml(r.cfg));
+  // Written beside --out and moved into place whole: a failure or a kill leaves nothing under --out.
+  StagingDirectory staging(run_dir, "--out: run directory");
+  const fs::path temp(staging.temp_path());
+  save_checkpoint((temp / "checkpoints").string(), r.cfg, params, AdamWState{}, TrainingCursor{0});
+  write_text_atomic((temp / "config.resolved.yaml").string(), config_to_yaml(r.cfg));
   nlohmann::json provenance = {{"imported_from", absolute_path(dir, "import-hf: Hugging Face folder").string()},
-                               {"model_type", hf_config.value("model_type", "")},
+                               {"model_type", type},
                                {"tensors", r.tensors}};
-  write_text_atomic((run / "imported_from.json").string(), provenance.dump(2) + "\n");
+  write_text_atomic((temp / "imported_from.json").string(), provenance.dump(2) + "\n");
+  staging.commit();
+  r.checkpoint = latest_model_path((fs::path(run_dir) / "checkpoints").string());
   return r;
 }
 
