@@ -29,9 +29,17 @@ struct CanonConfig {
   int dynamic = 0;              // rank R of the dynamic kernel map (docs/canon-variants.md); 0 = static; needs depthwise
 };
 
+// The token-shift family on the keys (and values) of chosen layers (docs/token-shift.md):
+//   add      key = W_K(x[t] + x[t - o])                      (canonlab's key shift; the default)
+//   replace  key = W_K(x[t - o])                             (zeros before the start)
+//   smeared  k[t] <- s_h k[t] + (1 - s_h) k[t - o], s_h = sigmoid(alpha_h) learned per head (Olsson et al. 2022)
+//   kv       k <- a1 k + a2 Shift_o(k), v <- b1 v + b2 Shift_o(v), four learned scalars per head (Xu et al. 2025)
+//   partial  k[t] <- k[t - o] in head dims [dims[0], dims[1]) (the modded-nanogpt partial key offset)
 struct KeyShiftConfig {
-  std::vector<int> layers;      // layers whose keys are computed from x[t] + x[t - offset]
+  std::vector<int> layers;      // layers whose keys are shifted
   int offset = 1;               // >= 1
+  std::string mode = "add";     // add | replace | smeared | kv | partial
+  std::vector<int> dims;        // partial: the head dims [from, to); resolved from rope_dim when empty
 };
 
 struct AttentionConfig {

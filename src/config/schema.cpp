@@ -98,11 +98,15 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.attention.window, "sliding-window size of S layers: a query at t sees keys t-window+1 .. t")
           .at_least(1)
           .at_most(kMaxSequence));
-  add(CANONLAB_KEY(model.attention.key_shift.layers, "layers whose keys are computed from x[t] + x[t - offset]")
+  add(CANONLAB_KEY(model.attention.key_shift.layers, "layers whose keys are shifted (model.attention.key_shift.mode)")
           .with_rule("each in [0, n_layers), no duplicates"));
   add(CANONLAB_KEY(model.attention.key_shift.offset, "how far back the key shift looks")
           .at_least(1)
           .at_most(kMaxSequence));
+  add(CANONLAB_KEY(model.attention.key_shift.mode, "add: key = W_K(x[t] + x[t-o]); replace: key = W_K(x[t-o]); smeared: k[t] = s k[t] + (1-s) k[t-o], s = sigmoid(alpha) per head; kv: k = a1 k + a2 k[t-o], v = b1 v + b2 v[t-o] per head; partial: k[t] = k[t-o] in head dims `dims` (docs/token-shift.md)")
+          .one_of({"add", "replace", "smeared", "kv", "partial"}));
+  add(CANONLAB_KEY(model.attention.key_shift.dims, "partial: the head dims [from, to) whose keys come from t - offset; [] = the dims RoPE leaves alone ([rope_dim, head_dim)), or the whole head without RoPE")
+          .with_rule("partial only: [] or two numbers 0 <= from < to <= head_dim"));
 
   add(CANONLAB_KEY(model.mlp.kind, "gelu (exact erf), swiglu (gated SiLU) or relu2 (ReLU squared)").one_of({"gelu", "swiglu", "relu2"}));
   add(CANONLAB_KEY(model.mlp.hidden_dim, "MLP width; 0 = 4 * d_model (gelu, relu2) or round(8 * d_model / 3) (swiglu)")

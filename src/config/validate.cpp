@@ -148,8 +148,34 @@ void check_layer_list(const std::vector<int>& layers, const std::string& key, in
   }
 }
 
-void check_key_shift(const KeyShiftConfig& key_shift, int n_layers) {
+std::string int_list_text(const std::vector<int>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size() && i < 8; i++) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() > 8 ? ", ...]" : "]");
+}
+
+void check_key_shift(KeyShiftConfig& key_shift, const AttentionConfig& attention, int n_layers, int head_dim) {
   check_layer_list(key_shift.layers, "model.attention.key_shift.layers", n_layers, "does not exist", n_layers);
+  const std::string head = std::to_string(head_dim);
+  if (key_shift.mode != "partial") {
+    if (!key_shift.dims.empty())
+      fail("model.attention.key_shift.dims: " + int_list_text(key_shift.dims) + " only applies with mode 'partial', but "
+           "model.attention.key_shift.mode is " + single_quoted(key_shift.mode) + "; allowed: []");
+    return;
+  }
+  if (key_shift.dims.empty()) {
+    // The modded-nanogpt offset acts on the dims RoPE leaves stationary; without RoPE every dim is.
+    const bool rope = attention.position == "rope";
+    if (rope && attention.rope_dim >= head_dim)
+      fail("model.attention.key_shift.dims: [] means the dims RoPE leaves alone, but RoPE rotates all " + head +
+           " dims of each head (model.attention.rope_dim " + std::to_string(attention.rope_dim) +
+           "); set dims: [from, to) or a smaller model.attention.rope_dim");
+    key_shift.dims = {rope ? attention.rope_dim : 0, head_dim};
+  }
+  const std::vector<int>& d = key_shift.dims;
+  if (d.size() != 2 || d[0] < 0 || d[0] >= d[1] || d[1] > head_dim)
+    fail("model.attention.key_shift.dims: " + int_list_text(d) + " is not a range of head dims; allowed: [from, to) "
+         "with 0 <= from < to <= head_dim " + head + ", or [] for the dims RoPE leaves alone");
 }
 
 void check_cross_layer_canon(const CrossLayerCanonConfig& cross, int n_layers) {
@@ -313,7 +339,7 @@ void resolve_and_validate(RunConfig& config) {
   const int head_dim = head_dim_of(model);
   resolve_rope_dim(model.attention, head_dim);
   check_alibi_slopes(model.attention);
-  check_key_shift(model.attention.key_shift, model.n_layers);
+  check_key_shift(model.attention.key_shift, model.attention, model.n_layers, head_dim);
   check_cross_layer_canon(model.canon.cross_layer, model.n_layers);
   if (model.mlp.hidden_dim == 0) model.mlp.hidden_dim = default_mlp_hidden(model.mlp, model.d_model);
   check_layer_pattern(model);

@@ -20,7 +20,8 @@ namespace canonlab {
 
 // log_uniform: log U[lo, hi] (Mamba2's A_log). inverse_softplus_dt: softplus^-1(dt) with dt log-uniform in
 // [lo, hi] and floored at `scale` (the dt_bias init of Mamba2 and Gated DeltaNet).
-enum class InitKind { normal, uniform, ones, zeros, constant, log_uniform, inverse_softplus_dt };
+// complementary_uniform: a (2, n) pair, row 0 ~ U[0, 1), row 1 = 1 − row 0 (KV shifting's α1, α2 = 1 − α1).
+enum class InitKind { normal, uniform, ones, zeros, constant, log_uniform, inverse_softplus_dt, complementary_uniform };
 
 // Which weight-decay group a parameter belongs to (config `train.decay_on`).
 // ssm: the decay and skip parameters of the linear-time mixers (A_log, dt_bias, D), never decayed by default.
@@ -47,6 +48,7 @@ struct InitSpec {
   static InitSpec zeros() { return {InitKind::zeros, 0}; }
   static InitSpec constant(double value) { return {InitKind::constant, value}; }
   static InitSpec log_uniform(double lo, double hi) { return {InitKind::log_uniform, 0, lo, hi}; }
+  static InitSpec complementary_uniform() { return {InitKind::complementary_uniform, 0}; }
   static InitSpec inverse_softplus_dt(double dt_min, double dt_max, double floor) {
     return {InitKind::inverse_softplus_dt, floor, dt_min, dt_max};
   }
@@ -134,6 +136,9 @@ class ParameterStore {
           case InitKind::zeros: v[j] = T(0); break;
           case InitKind::constant: v[j] = T(p.init.scale); break;
           case InitKind::log_uniform: v[j] = T(std::log(p.init.hi - rng.uniform() * (p.init.hi - p.init.lo))); break;  // (lo, hi]: never log 0
+          case InitKind::complementary_uniform:
+            v[j] = j < p.numel / 2 ? T(rng.uniform()) : T(1) - v[j - p.numel / 2];
+            break;
           case InitKind::inverse_softplus_dt: {
             double dt = std::exp(rng.uniform() * (std::log(p.init.hi) - std::log(p.init.lo)) + std::log(p.init.lo));
             dt = std::max(dt, p.init.scale);

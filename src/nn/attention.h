@@ -2,7 +2,9 @@
 // Causal multi-head attention, Llama style, with the options the induction experiments need:
 //   positions: rope (optionally partial: rope_dim dims per head), nope, alibi, learned (added at the embedding)
 //   scoring:   softmax of scaled q.k, or sign_ste: q, k replaced by sign() in forward, straight-through backward
-//   key shift: keys computed from x[t] + x[t - offset] at chosen layers
+//   key shift: the token-shift family at chosen layers (model.attention.key_shift.mode, docs/token-shift.md): before
+//              the key projection (add: x[t] + x[t - o]; replace: x[t - o]) or on the projected keys (and values),
+//              before Canon-B and positions (smeared, kv, partial: engine/ops/token_shift)
 //   Canon-B:   a Canon layer over the concatenated q|k|v before positions are applied
 //   window:    sliding window, a query at t sees keys t − w < s <= t (the model assembly picks the layers)
 // q, k, v live as column blocks of one (B*T, 3C) buffer so Canon-B sees the concatenation without copies.
@@ -16,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/ops/activation/activation.h"
 #include "engine/ops/rope/rope.h"
+#include "engine/ops/token_shift/element_kernels.h"
 #include "nn/canon.h"
 #include "nn/linear.h"
 #include "nn/mixer.h"
@@ -51,8 +54,17 @@ class Attention final : public SequenceMixer<T> {
       : name_(name), state_name_(name + ".softmax_state"), layer_(layer), C_(cfg.d_model), H_(cfg.n_heads),
         D_(cfg.d_model / cfg.n_heads), window_(window) {
     const AttentionConfig& a = cfg.attention;
-    for (int l : a.key_shift.layers)
-      if (l == layer) key_shift_ = a.key_shift.offset;
+    const KeyShiftConfig& ks = a.key_shift;
+    if (std::find(ks.layers.begin(), ks.layers.end(), layer) != ks.layers.end()) {
+      offset_ = ks.offset;
+      shift_ = ks.mode == "replace" ? ShiftMode::replace : ks.mode == "smeared" ? ShiftMode::smeared
+               : ks.mode == "kv"    ? ShiftMode::kv      : ks.mode == "partial" ? ShiftMode::partial
+                                                                                 : ShiftMode::add;
+      CANONLAB_CHECK(ks.mode == "add" || shift_ != ShiftMode::add,
+                     "model.attention.key_shift.mode: '" + ks.mode + "' is not a key-shift mode");
+      const bool dims = shift_ == ShiftMode::partial && ks.dims.size() == 2;
+      k_shift_ = TokenShift{token_shift_kind(), offset_, dims ? ks.dims[0] : 0, dims ? ks.dims[1] : D_};
+    }
     rope_ = a.position == "rope";
     rope_dim_ = a.rope_dim > 0 ? a.rope_dim : D_;
     rope_base_ = a.rope_base;
@@ -66,17 +78,28 @@ class Attention final : public SequenceMixer<T> {
     if (cfg.canon.set.find('B') != std::string::npos)
       canon_b_ = std::make_unique<CanonLayer<T>>(store, name + ".canon_b", 3 * C_, cfg.canon, cfg.norm_eps);
     o_proj_ = std::make_unique<Linear<T>>(store, name + ".o_proj", C_, C_, a.qkv_bias, cfg.init_std);
+    // The learned shifts' coefficients draw from the extra init streams: a model with them starts from the same
+    // weights as without, for a seed, so variants compare paired.
+    if (shift_ == ShiftMode::smeared)  // σ(0) = 1/2: the key starts as the mean of k[t] and k[t − o]
+      k_coef_ = store.add(name + ".key_shift.alpha", {H_}, InitSpec::zeros(), ParamGroup::canon, InitStream::extra);
+    if (shift_ == ShiftMode::kv) {  // Xu et al.: α1 ~ U(0, 1), α2 = 1 − α1 (and β likewise)
+      k_coef_ = store.add(name + ".key_shift.k_mix", {2, H_}, InitSpec::complementary_uniform(), ParamGroup::canon,
+                          InitStream::extra);
+      v_coef_ = store.add(name + ".key_shift.v_mix", {2, H_}, InitSpec::complementary_uniform(), ParamGroup::canon,
+                          InitStream::extra);
+    }
   }
 
   void forward(StepContext<T>& ctx, T* y, const T* x, int B, int Tn) override {
     const int N = B * Tn, C3 = 3 * C_;
     Backend<T>& be = ctx.backend;
     x_ = x;
-    // Key shift: the key projection reads x[t] + x[t - o] (zero before the start of each sequence).
+    // Shifts before the key projection: it reads x[t] + x[t - o] (add) or x[t - o] (replace), zero before the start.
     xk_ = x;
-    if (key_shift_ > 0) {
+    if (shift_ == ShiftMode::add || shift_ == ShiftMode::replace) {
       T* xs = ctx.arena.template alloc<T>(size_t(N) * C_);
-      be.shift_add_forward(xs, x, B, Tn, C_, key_shift_);
+      if (shift_ == ShiftMode::add) be.shift_add_forward(xs, x, B, Tn, C_, offset_);
+      else be.token_shift_forward(xs, C_, x, C_, static_cast<const T*>(nullptr), input_shift(), B, Tn, 1, C_);
       xk_ = xs;
     }
     qkv_proj_ = ctx.arena.template alloc<T>(size_t(N) * C3);  // (B, T, 3C) = [q | k | v]
@@ -87,10 +110,19 @@ class Attention final : public SequenceMixer<T> {
       k_proj_->forward(be, qkv_proj_ + C_, C3, xk_, C_, N);
       v_proj_->forward(be, qkv_proj_ + 2 * C_, C3, x, C_, N);
     }
-    qkv_canon_ = qkv_proj_;
+    // Shifts of the projected keys (kv: and values); q as projected.
+    qkv_shifted_ = qkv_proj_;
+    if (shifts_projections()) {
+      qkv_shifted_ = ctx.arena.template alloc<T>(size_t(N) * C3);
+      be.copy(qkv_shifted_, qkv_proj_, size_t(N) * C3);
+      be.token_shift_forward(qkv_shifted_ + C_, C3, qkv_proj_ + C_, C3, coef(k_coef_), k_shift_, B, Tn, H_, D_);
+      if (shift_ == ShiftMode::kv)
+        be.token_shift_forward(qkv_shifted_ + 2 * C_, C3, qkv_proj_ + 2 * C_, C3, coef(v_coef_), k_shift_, B, Tn, H_, D_);
+    }
+    qkv_canon_ = qkv_shifted_;
     if (canon_b_) {
       qkv_canon_ = ctx.arena.template alloc<T>(size_t(N) * C3);
-      canon_b_->forward(ctx, qkv_canon_, qkv_proj_, B, Tn);
+      canon_b_->forward(ctx, qkv_canon_, qkv_shifted_, B, Tn);
     }
     // Positions and sign act on q and k only; each stage gets its own copy because backward needs the
     // values before sign() for the clipped straight-through gradient.
@@ -158,6 +190,16 @@ class Attention final : public SequenceMixer<T> {
       dqkv_proj = ctx.arena.template alloc<T>(size_t(N) * C3);
       canon_b_->backward(ctx, dqkv_proj, dqkv, B, Tn);
     }
+    if (shifts_projections()) {  // forward's shift of the projections, transposed
+      T* draw = ctx.arena.template alloc<T>(size_t(N) * C3);
+      be.copy(draw, dqkv_proj, size_t(N) * C3);
+      be.token_shift_backward(draw + C_, C3, coef_grad(k_coef_), dqkv_proj + C_, C3, qkv_proj_ + C_, C3, coef(k_coef_),
+                              k_shift_, B, Tn, H_, D_);
+      if (shift_ == ShiftMode::kv)
+        be.token_shift_backward(draw + 2 * C_, C3, coef_grad(v_coef_), dqkv_proj + 2 * C_, C3, qkv_proj_ + 2 * C_, C3,
+                                coef(v_coef_), k_shift_, B, Tn, H_, D_);
+      dqkv_proj = draw;
+    }
     if (fused_qkv()) {
       be.linear_backward(dx, C_, q_proj_->weight().grad(), static_cast<T*>(nullptr), dqkv_proj, C3, x_, C_,
                          q_proj_->weight().gemm_value(), N, C_, C3);
@@ -169,17 +211,27 @@ class Attention final : public SequenceMixer<T> {
     v_proj_->backward(be, dtmp, C_, dqkv_proj + 2 * C_, C3, x_, C_, N);
     be.add_into(dx, dtmp, size_t(N) * C_);
     k_proj_->backward(be, dtmp, C_, dqkv_proj + C_, C3, xk_, C_, N);
-    if (key_shift_ > 0) be.shift_add_backward(dx, dtmp, B, Tn, C_, key_shift_);
-    else be.add_into(dx, dtmp, size_t(N) * C_);
+    if (shift_ == ShiftMode::add) {
+      be.shift_add_backward(dx, dtmp, B, Tn, C_, offset_);
+    } else if (shift_ == ShiftMode::replace) {
+      T* dxs = ctx.arena.template alloc<T>(size_t(N) * C_);
+      be.token_shift_backward(dxs, C_, static_cast<T*>(nullptr), dtmp, C_, x_, C_, static_cast<const T*>(nullptr),
+                              input_shift(), B, Tn, 1, C_);
+      be.add_into(dx, dxs, size_t(N) * C_);
+    } else {
+      be.add_into(dx, dtmp, size_t(N) * C_);
+    }
   }
 
   // Decoding with a KV cache, on the host (host memory only): per sequence the keys and values so far (after Canon-B, positions and sign),
-  // the last `offset` inputs for the key shift and the Canon-B cache. Scores follow forward(): the same scale,
-  // ALiBi slopes and window.
+  // what the key shift needs (the last `offset` inputs for add and replace, the last `offset` projected keys, and
+  // values for kv, for the others) and the Canon-B cache. Scores follow forward(): the same scale, ALiBi slopes and
+  // window; the shifted element is token_shift_value, as in the forward kernel.
   struct State final : MixerDecodeState {
     struct Sequence {
       std::vector<T> keys, values;  // (t, C) each
       std::vector<T> recent_inputs;  // (offset, C): x[t - offset .. t - 1], oldest first
+      std::vector<T> recent_k, recent_v;  // (offset, C): projected k (v) at t - offset .. t - 1, oldest first
       std::vector<T> canon_b;
     };
     std::vector<Sequence> seqs;
@@ -188,8 +240,11 @@ class Attention final : public SequenceMixer<T> {
   std::unique_ptr<MixerDecodeState> start_decode(int B) const override {
     auto s = std::make_unique<State>();
     s->seqs.resize(B);
+    const bool inputs = shift_ == ShiftMode::add || shift_ == ShiftMode::replace;
     for (auto& q : s->seqs) {
-      q.recent_inputs.assign(size_t(key_shift_) * C_, T(0));
+      q.recent_inputs.assign(inputs ? size_t(offset_) * C_ : 0, T(0));
+      q.recent_k.assign(shifts_projections() ? size_t(offset_) * C_ : 0, T(0));
+      q.recent_v.assign(shift_ == ShiftMode::kv ? size_t(offset_) * C_ : 0, T(0));
       if (canon_b_) q.canon_b = canon_b_->new_cache();
     }
     return s;
@@ -202,14 +257,18 @@ class Attention final : public SequenceMixer<T> {
       typename State::Sequence& seq = s.seqs[b];
       const T* xb = x + size_t(b) * C_;
       std::copy(xb, xb + C_, xk.begin());
-      if (key_shift_ > 0) {
-        for (int c = 0; c < C_; c++) xk[c] += seq.recent_inputs[c];  // zeros until t >= offset, as in forward
-        std::copy(seq.recent_inputs.begin() + C_, seq.recent_inputs.end(), seq.recent_inputs.begin());
-        std::copy(xb, xb + C_, seq.recent_inputs.end() - C_);
+      if (shift_ == ShiftMode::add || shift_ == ShiftMode::replace) {
+        // x[t - o] is zeros until t >= offset, as in forward
+        for (int c = 0; c < C_; c++) xk[c] = shift_ == ShiftMode::add ? xk[c] + seq.recent_inputs[c] : seq.recent_inputs[c];
+        push_recent(seq.recent_inputs, xb);
       }
       q_proj_->apply(qkv.data(), C3, xb, C_, 1);
       k_proj_->apply(qkv.data() + C_, C3, xk.data(), C_, 1);
       v_proj_->apply(qkv.data() + 2 * C_, C3, xb, C_, 1);
+      if (shifts_projections()) {
+        shift_step(qkv.data() + C_, seq.recent_k, coef(k_coef_), t);
+        if (shift_ == ShiftMode::kv) shift_step(qkv.data() + 2 * C_, seq.recent_v, coef(v_coef_), t);
+      }
       if (canon_b_) canon_b_->step(mixed.data(), seq.canon_b, qkv.data());
       else mixed = qkv;
       if (rope_) {
@@ -251,16 +310,48 @@ class Attention final : public SequenceMixer<T> {
 
  private:
   T scale() const { return T(1.0 / std::sqrt(double(D_))); }
+  enum class ShiftMode { none, add, replace, smeared, kv, partial };
+  // The shifts of the projections (engine/ops/token_shift) as opposed to those of the key projection's input.
+  bool shifts_projections() const {
+    return shift_ == ShiftMode::smeared || shift_ == ShiftMode::kv || shift_ == ShiftMode::partial;
+  }
+  TokenShiftKind token_shift_kind() const {
+    return shift_ == ShiftMode::smeared ? TokenShiftKind::smeared : shift_ == ShiftMode::kv ? TokenShiftKind::kv
+           : shift_ == ShiftMode::partial ? TokenShiftKind::partial : TokenShiftKind::replace;
+  }
+  // replace: the key projection's input, all C channels as one head
+  TokenShift input_shift() const { return TokenShift{TokenShiftKind::replace, offset_, 0, C_}; }
+  static const T* coef(const Param<T>& p) { return p.store ? p.value() : nullptr; }
+  static T* coef_grad(const Param<T>& p) { return p.store ? p.grad() : nullptr; }
+  void push_recent(std::vector<T>& recent, const T* row) const {  // drop the oldest row, append `row`
+    std::copy(recent.begin() + C_, recent.end(), recent.begin());
+    std::copy(row, row + C_, recent.end() - C_);
+  }
+  // One token's projected k (or v), shifted in place as forward's kernel does; `recent` keeps the unshifted rows.
+  void shift_step(T* row, std::vector<T>& recent, const T* c, int t) const {
+    std::vector<T> raw(row, row + C_);
+    for (int h = 0; h < H_; h++)
+      for (int d = k_shift_.d0; d < k_shift_.d1; d++) {
+        const int i = h * D_ + d;
+        row[i] = token_shift_value(k_shift_.kind, c, h, H_, raw[size_t(i)], recent[size_t(i)], t >= offset_);
+      }
+    push_recent(recent, raw.data());
+  }
   const T* slopes() const { return slopes_dev_.empty() ? nullptr : slopes_dev_.data(); }
-  // Without a key shift q, k and v read the same input: one GEMM against the contiguous (3C, C) weights.
+  // Unless the key projection reads a shifted input, q, k and v read the same input: one GEMM against the
+  // contiguous (3C, C) weights.
   bool fused_qkv() const {
-    return key_shift_ == 0 && q_proj_->followed_in_memory_by(*k_proj_) && k_proj_->followed_in_memory_by(*v_proj_);
+    return shift_ != ShiftMode::add && shift_ != ShiftMode::replace && q_proj_->followed_in_memory_by(*k_proj_) &&
+           k_proj_->followed_in_memory_by(*v_proj_);
   }
 
   std::string name_, state_name_;
   int layer_, C_, H_, D_;
   int window_ = 0;  // 0 = full causal
-  int key_shift_ = 0;
+  ShiftMode shift_ = ShiftMode::none;
+  int offset_ = 0;
+  TokenShift k_shift_{};                 // the projections' shift (smeared, kv, partial); kv shifts v alike
+  Param<T> k_coef_, v_coef_;             // smeared: alpha (H); kv: k_mix, v_mix (2, H); else empty
   bool rope_ = false;
   int rope_dim_ = 0;
   double rope_base_ = 10000.0;
@@ -272,6 +363,7 @@ class Attention final : public SequenceMixer<T> {
   const T* x_ = nullptr;
   const T* xk_ = nullptr;
   T* qkv_proj_ = nullptr;
+  T* qkv_shifted_ = nullptr;
   T* qkv_canon_ = nullptr;
   T* qkv_pos_ = nullptr;
   T* qkv_score_ = nullptr;

@@ -141,6 +141,8 @@ void load_run(const fs::path& sweep_dir, RunResult& run) {
   run.metrics = metrics_from_summary(summary.dump());
   read_ipmr_matrices(summary, run);
   read_metrics_jsonl(dir / "metrics.jsonl", run);
+  if (const auto loss = run.curves.find("train_loss"); loss != run.curves.end())
+    run.metrics["phase_change_step"] = phase_change_step(loss->second);
 }
 
 bool is_delta_metric(const std::string& name, int* delta) {
@@ -216,7 +218,35 @@ std::vector<MetricInfo> documented_metrics() {
       {"bpb", "text: bits per byte on the held-out split (equals bpc on ASCII text)", false, false},
       {"eval_loss", "held-out loss at the end of training", false, false},
       {"final_train_loss", "training loss at the last step", false, false},
+      {"phase_change_step", "step of the loss phase change: where the smoothed training loss has made half of its drop "
+                            "from the start to the end of the run (– when it drops by less than 10%)", false, false},
   };
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+double phase_change_step(const Curve& c) {
+  const size_t n = std::min(c.steps.size(), c.values.size());
+  if (n < 5) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> smooth(n);
+  for (size_t i = 0; i < n; i++)
+    smooth[i] = i == 0 || i + 1 == n ? c.values[i] : median_of({c.values[i - 1], c.values[i], c.values[i + 1]});
+  const double start = median_of({c.values[0], c.values[1], c.values[2]});
+  const size_t tail = std::max<size_t>(1, n / 10);
+  const double end = median_of(std::vector<double>(c.values.begin() + ptrdiff_t(n - tail), c.values.begin() + ptrdiff_t(n)));
+  if (!(start - end >= 0.1 * std::abs(start))) return std::numeric_limits<double>::quiet_NaN();
+  const double half = 0.5 * (start + end);
+  for (size_t i = 0; i < n; i++)
+    if (smooth[i] <= half) return c.steps[i];
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 MetricInfo metric_info(const std::string& name) {

@@ -76,6 +76,13 @@ MetricInfo metric_info(const std::string& name);
 // One line per metric, for the CLI help and the report header.
 std::vector<MetricInfo> documented_metrics();
 
+// The step of a run's loss phase change (the induction phase change on copy tasks; docs/studies/token-shift-family/):
+// with the training loss smoothed by a running median of 3 logged points, L0 the median of the first three points and
+// L1 the median of the last 10% (at least one), the first logged step where the smoothed loss is at or below
+// (L0 + L1) / 2: the midpoint of the drop. NaN when the loss drops by less than 10% of L0 (no phase change in the
+// run) or the curve has fewer than 5 points.
+double phase_change_step(const Curve& train_loss);
+
 // Final metrics of one run from its summary.json (exposed for tests).
 std::map<std::string, double> metrics_from_summary(const std::string& summary_json_text);
 

@@ -36,6 +36,7 @@ using ::canonlab::cuda::gated_rmsnorm_backward_scratch_size;
 using ::canonlab::cuda::flash_attention_scratch_size;
 using ::canonlab::cuda::canon_conv_backward_scratch_size;
 using ::canonlab::cuda::short_conv_bias_backward_scratch_size;
+using ::canonlab::cuda::token_shift_backward_scratch_size;
 using ::canonlab::cuda::first_non_finite_scratch_size;
 using ::canonlab::cuda::ssd_scratch_bytes;
 using ::canonlab::cuda::mamba2_split_backward_scratch_size;
@@ -191,6 +192,11 @@ void convert_columns_to_bf16(CudaStream stream, Bf16* dst, int ld_dst, const flo
 void add_positions(CudaStream stream, float* x, const float* pe, int B, int Tn, int C);
 void add_positions_backward(CudaStream stream, float* dpe, const float* dx, int B, int Tn, int C);
 void round_to_bf16(CudaStream stream, float* dst, const float* src, size_t n);
+void token_shift_forward(CudaStream stream, float* y, int ldy, const float* x, int ldx, const float* coef,
+                         TokenShift shift, int B, int Tn, int H, int D);
+void token_shift_backward(CudaStream stream, float* dx, int lddx, float* dcoef, const float* dy, int lddy,
+                          const float* x, int ldx, const float* coef, TokenShift shift, int B, int Tn, int H, int D,
+                          double* scratch);
 void first_non_finite(CudaStream stream, int64_t* index, const float* x, size_t n, int64_t* scratch);
 void ssd_forward(CudaStream stream, float* y, float* states, const float* x, const float* dt, const float* A,
                  const float* Bm, const float* Cm, int B, int Tn, int H, int P, int G, int N, int chunk,

@@ -10,6 +10,7 @@
 #include "engine/ops/short_conv/element_kernels.h"
 #include "engine/ops/ssd/element_kernels.h"
 #include "engine/ops/ssd/mamba2_io_elements.h"
+#include "engine/ops/token_shift/element_kernels.h"
 #include "host_cuda.h"
 
 namespace canonlab::cuda_host {
@@ -26,7 +27,36 @@ double* partials(double* scratch, size_t count) {
   poison(s, count * sizeof(double));
   return s;
 }
+// Elements a (rows, cols) block of row stride ld spans.
+size_t strided_extent(int rows, int ld, int cols) { return rows > 0 ? size_t(rows - 1) * ld + size_t(cols) : 0; }
 }  // namespace
+
+// ---- the token shift (keys and values of attention; engine/ops/token_shift) ----
+
+void token_shift_forward(CudaStream stream, float* y, int ldy, const float* x, int ldx, const float* coef,
+                         TokenShift shift, int B, int Tn, int H, int D) {
+  enqueue(stream, "token_shift_forward", [=] {
+    check_token_shift(shift, D);
+    const int N = B * Tn, C = H * D, J = token_shift_coef_count(shift.kind, H);
+    token_shift_forward_elements(HostLaunch{}, need(y, strided_extent(N, ldy, C), "y"),
+                                 ldy, need(x, strided_extent(N, ldx, C), "x"), ldx,
+                                 J > 0 ? need(coef, size_t(J), "coef") : coef, shift, B, Tn, H, D);
+  });
+}
+void token_shift_backward(CudaStream stream, float* dx, int lddx, float* dcoef, const float* dy, int lddy,
+                          const float* x, int ldx, const float* coef, TokenShift shift, int B, int Tn, int H, int D,
+                          double* scratch) {
+  enqueue(stream, "token_shift_backward", [=] {
+    check_token_shift(shift, D);
+    const int N = B * Tn, C = H * D, J = token_shift_coef_count(shift.kind, H);
+    token_shift_backward_elements(HostLaunch{}, need(dx, strided_extent(N, lddx, C), "dx"), lddx,
+                                  J > 0 ? need(dcoef, size_t(J), "dcoef") : dcoef,
+                                  need(dy, strided_extent(N, lddy, C), "dy"), lddy,
+                                  need(x, strided_extent(N, ldx, C), "x"), ldx,
+                                  J > 0 ? need(coef, size_t(J), "coef") : coef, shift, B, Tn, H, D,
+                                  partials(scratch, token_shift_backward_scratch_size(shift, H)));
+  });
+}
 
 // ---- gated RMSNorm and the short conv's bias and activation ----
 

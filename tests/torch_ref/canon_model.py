@@ -224,6 +224,19 @@ class SignSTE(torch.autograd.Function):
         return g, None
 
 
+class ShiftCoefficients(nn.Module):
+    """The learned coefficients of the smeared (alpha: (H)) and kv (k_mix, v_mix: (2, H), rows now and prev) shifts,
+    under canonlab's names (layers.N.attn.key_shift.*)."""
+
+    def __init__(self, mode: str, H: int):
+        super().__init__()
+        if mode == "smeared":
+            self.alpha = nn.Parameter(torch.zeros(H))
+        else:
+            self.k_mix = nn.Parameter(torch.zeros(2, H))
+            self.v_mix = nn.Parameter(torch.zeros(2, H))
+
+
 def shift(h, o: int):
     """shift(h, o)[:, t] = h[:, t - o], zero for t < o (along dim 1)."""
     out = torch.zeros_like(h)
@@ -289,7 +302,15 @@ class Attention(nn.Module):
         self.rope_dim, self.rope_base = int(a["rope_dim"]) or self.D, float(a["rope_base"])
         self.ste_clipped = a["ste_grad"] == "clipped"
         ks = a["key_shift"]
-        self.key_shift = int(ks["offset"]) if layer in ks["layers"] else 0
+        self.shift_offset = int(ks["offset"]) if layer in ks["layers"] else 0
+        # The token-shift family, written from the formulas (docs/token-shift.md), not from canonlab's kernels.
+        self.shift_mode = ks.get("mode", "add") if self.shift_offset else None
+        dims = ks.get("dims") or []
+        self.shift_dims = (int(dims[0]), int(dims[1])) if len(dims) == 2 else (0, C // H)
+        if self.shift_mode not in (None, "add", "replace", "smeared", "kv", "partial"):
+            raise ValueError(f"unknown key_shift.mode '{self.shift_mode}'")
+        if self.shift_mode in ("smeared", "kv"):
+            self.key_shift = ShiftCoefficients(self.shift_mode, H)
         bias = bool(a["qkv_bias"])
         self.q_proj = nn.Linear(C, C, bias=bias)
         self.k_proj = nn.Linear(C, C, bias=bias)
@@ -299,8 +320,25 @@ class Attention(nn.Module):
 
     def forward(self, h):  # h: (B, T, C)
         B, T, C = h.shape
-        hk = h + shift(h, self.key_shift) if self.key_shift else h
+        o = self.shift_offset
+        hk = h + shift(h, o) if self.shift_mode == "add" else shift(h, o) if self.shift_mode == "replace" else h
         q, k, v = self.q_proj(h), self.k_proj(hk), self.v_proj(h)
+        if self.shift_mode in ("smeared", "kv", "partial"):
+            kh, vh = k.view(B, T, self.H, self.D), v.view(B, T, self.H, self.D)
+            early = (torch.arange(T) < o)[None, :, None, None]  # nothing to shift in
+            if self.shift_mode == "smeared":  # Olsson et al.: sigma k_t + (1 - sigma) k_{t-o}, the first keys kept
+                s = torch.sigmoid(self.key_shift.alpha)[None, None, :, None]
+                kh = torch.where(early, kh, s * kh + (1 - s) * shift(kh, o))
+            elif self.shift_mode == "kv":  # Xu et al.: a1 K + a2 Shift(K), Shift zero-padded; V likewise
+                km, vm = self.key_shift.k_mix, self.key_shift.v_mix
+                kh = km[0][None, None, :, None] * kh + km[1][None, None, :, None] * shift(kh, o)
+                vh = vm[0][None, None, :, None] * vh + vm[1][None, None, :, None] * shift(vh, o)
+            else:  # modded-nanogpt: in dims [d0, d1) the key at t is the key at t - o
+                d0, d1 = self.shift_dims
+                moved = kh.clone()
+                moved[:, :, :, d0:d1] = torch.where(early, kh[:, :, :, d0:d1], shift(kh[:, :, :, d0:d1], o))
+                kh = moved
+            k, v = kh.reshape(B, T, C), vh.reshape(B, T, C)
         if self.canon_b is not None:
             q, k, v = self.canon_b(torch.cat([q, k, v], dim=-1)).split(C, dim=-1)
         q, k, v = (t.view(B, T, self.H, self.D) for t in (q, k, v))
@@ -444,6 +482,12 @@ class CanonModel(nn.Module):
             group = param_group(name)
             if group in ("linear", "embedding"):
                 p.copy_(torch.randn(p.shape, generator=g) * std)
+            elif ".key_shift." in name:  # smeared: alpha 0; kv: row 0 ~ U(0, 1), row 1 = 1 - row 0
+                if name.endswith("alpha"):
+                    p.zero_()
+                else:
+                    u = torch.rand(p.shape[1], generator=g)
+                    p.copy_(torch.stack([u, 1 - u]))
             elif name.endswith("dyn_up.weight"):  # dynamic Canon: the zero map
                 p.zero_()
             elif name.endswith("dyn_down.weight"):  # nn.Linear's default bound 1/sqrt(in)
@@ -520,6 +564,8 @@ def param_group(name: str) -> str:
     if leaf == "bias":  # includes the Mamba2 conv1d bias and GLA's gk_up bias
         return "bias"
     parent = name.split(".")[-2]
+    if parent == "key_shift":
+        return "canon"  # the smeared and kv shifts' coefficients, short causal filters on keys and values
     if parent in ("dyn_down", "dyn_up"):
         return "canon"  # dynamic Canon's kernel maps
     if parent.startswith("canon_") or parent in ("conv1d", "q_conv", "k_conv", "v_conv") or name.startswith("cross_layer."):

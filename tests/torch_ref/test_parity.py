@@ -109,6 +109,17 @@ CASES = {
         "position": "alibi", "scoring": "sign_ste", "key_shift": {"layers": [0], "offset": 1}}}},
     "sign_ste_clipped_offset2": {"model": {"attention": {
         "scoring": "sign_ste", "ste_grad": "clipped", "key_shift": {"layers": [1], "offset": 2}}}},
+    # the token-shift family (docs/token-shift.md), against canon_model.py's forms written from the formulas
+    "key_shift_replace_rope": {"model": {"attention": {
+        "position": "rope", "key_shift": {"layers": [0, 1], "offset": 1, "mode": "replace"}}}},
+    "key_shift_smeared_alibi_offset2": {"model": {"attention": {
+        "position": "alibi", "key_shift": {"layers": [0], "offset": 2, "mode": "smeared"}}}},
+    "key_shift_kv_nope_canon_ABCD": {"model": {"attention": {
+        "position": "nope", "key_shift": {"layers": [0, 1], "offset": 1, "mode": "kv"}}, "canon": {"set": "ABCD"}}},
+    "key_shift_partial_rope4": {"model": {"attention": {
+        "position": "rope", "rope_dim": 4, "key_shift": {"layers": [1], "offset": 1, "mode": "partial"}}}},
+    "key_shift_kv_sign_ste": {"model": {"attention": {
+        "position": "alibi", "scoring": "sign_ste", "key_shift": {"layers": [0], "offset": 1, "mode": "kv"}}}},
     "swiglu": {"model": {"mlp": {"kind": "swiglu"}, "canon": {"set": "ABCD"}}},
     "relu2": {"model": {"mlp": {"kind": "relu2"}}},
     "tied_embeddings": {"model": {"tie_embeddings": True}},

@@ -617,3 +617,31 @@ TEST(ConfigLinearFamilies, MambaHeadDimIsResolved) {
 
 }  // namespace
 }  // namespace canonlab
+
+namespace canonlab {
+namespace {
+
+// The token-shift family (docs/token-shift.md): mode and dims, resolved and refused.
+TEST(Config, KeyShiftModesAndPartialDims) {
+  const std::string base = "model: {d_model: 64, n_heads: 4, attention: {key_shift: {layers: [0], ";
+  const RunConfig nope = config_from_yaml_string(base + "mode: partial}, position: nope}}");
+  EXPECT_EQ(nope.model.attention.key_shift.dims, (std::vector<int>{0, 16}));
+  const RunConfig partial_rope =
+      config_from_yaml_string(base + "mode: partial}, position: rope, rope_dim: 4}}");
+  EXPECT_EQ(partial_rope.model.attention.key_shift.dims, (std::vector<int>{4, 16}));  // the dims RoPE leaves alone
+  const RunConfig explicit_dims = config_from_yaml_string(base + "mode: partial, dims: [2, 6]}, position: rope}}");
+  EXPECT_EQ(explicit_dims.model.attention.key_shift.dims, (std::vector<int>{2, 6}));
+  EXPECT_EQ(config_from_yaml_string(config_to_yaml(partial_rope)).model.attention.key_shift.dims,
+            (std::vector<int>{4, 16}));
+  expect_yaml_error(base + "mode: partial}, position: rope}}",
+                    {"model.attention.key_shift.dims: [] means the dims RoPE leaves alone", "rotates all 16 dims"});
+  expect_yaml_error(base + "mode: partial, dims: [6, 2]}, position: nope}}",
+                    {"model.attention.key_shift.dims: [6, 2] is not a range of head dims", "head_dim 16"});
+  expect_yaml_error(base + "mode: partial, dims: [0, 17]}, position: nope}}", {"[0, 17] is not a range"});
+  expect_yaml_error(base + "mode: kv, dims: [0, 4]}}}", {"only applies with mode 'partial'", "is 'kv'"});
+  expect_yaml_error(base + "mode: shifted}}}", {"model.attention.key_shift.mode", "'shifted' is not allowed",
+                                               "add, replace, smeared, kv, partial"});
+}
+
+}  // namespace
+}  // namespace canonlab

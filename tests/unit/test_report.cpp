@@ -266,6 +266,24 @@ TEST(Report, MetricsFromSummary) {
   EXPECT_DOUBLE_EQ(m.at("final_train_loss"), 2.25);
 }
 
+// The phase-change step: the midpoint of the training loss's drop, by hand.
+TEST(Report, PhaseChangeStepIsTheMidpointOfTheDrop) {
+  Curve c;
+  for (int i = 0; i < 20; i++) {
+    c.steps.push_back(10.0 * i);
+    c.values.push_back(i < 8 ? 3.5 : i < 11 ? 3.5 - 0.5 * (i - 7) : 1.75);  // plateau 3.5, drop at steps 80..100
+  }
+  // start 3.5, end 1.75: half 2.625; smoothed values at steps 80, 90, 100 are 3.0, 2.5, 2.0
+  EXPECT_EQ(phase_change_step(c), 90.0);
+  c.values[9] = 0.0;  // one outlier does not move it (running median of 3)
+  EXPECT_EQ(phase_change_step(c), 90.0);
+  Curve flat;
+  for (int i = 0; i < 20; i++) flat.steps.push_back(i), flat.values.push_back(3.5 - 0.01 * i);  // 5% drop: none
+  EXPECT_TRUE(std::isnan(phase_change_step(flat)));
+  Curve short_curve{{0, 1, 2, 3}, {3, 2, 1, 0}};
+  EXPECT_TRUE(std::isnan(phase_change_step(short_curve)));
+}
+
 TEST(Report, TablesCarryTheHandComputedStatistics) {
   const ReportDocument doc = build(nine_seed_sweep());
   const std::string& md = doc.markdown;

@@ -95,9 +95,8 @@ TEST(Training, BatchPrefetchChangesNoBit) {
   EXPECT_EQ(read_all(final_model(ahead)), read_all(final_model(inline_dir)));
 }
 
-TEST(Training, ResumeIsBitExact) {
-  RunConfig cfg = small_config({"train.log_every=1"});
-  const std::string full = temp_dir("resume_full"), part = temp_dir("resume_part");
+void expect_resume_is_bit_exact(const RunConfig& cfg, const std::string& name) {
+  const std::string full = temp_dir(name + "_full"), part = temp_dir(name + "_part");
   run(cfg, full);
   {
     // Emulate an interruption: train the whole run, then roll the run directory back to the step-6 checkpoint.
@@ -113,6 +112,18 @@ TEST(Training, ResumeIsBitExact) {
   EXPECT_EQ(read_all(final_model(full)), read_all(final_model(part)));
   EXPECT_EQ(read_all(full + "/checkpoints/step_00000012.state.safetensors"),
             read_all(part + "/checkpoints/step_00000012.state.safetensors"));
+}
+
+TEST(Training, ResumeIsBitExact) { expect_resume_is_bit_exact(small_config({"train.log_every=1"}), "resume"); }
+
+// The learned shifts' coefficients and their AdamW moments come back with the checkpoint like every parameter.
+TEST(Training, ResumeIsBitExactWithLearnedKeyShifts) {
+  for (const std::string mode : {"smeared", "kv"}) {
+    SCOPED_TRACE(mode);
+    expect_resume_is_bit_exact(small_config({"train.log_every=1", "model.attention.key_shift.layers=[0,1]",
+                                             "model.attention.key_shift.mode=" + mode}),
+                               "resume_" + mode);
+  }
 }
 
 TEST(Training, ResumeRefusesAChangedConfig) {

@@ -21,6 +21,7 @@
 #include "engine/ops/canon_conv/epilogue.h"
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "engine/ops/gla/gates.h"
+#include "engine/ops/token_shift/element_kernels.h"
 
 namespace canonlab {
 
@@ -170,6 +171,13 @@ class Backend : public BackendCapabilities {
   virtual void shift_add_backward(T* dx, const T* dxs, int B, int Tn, int C, int offset) = 0;
   virtual void add_positions(T* x, const T* pe, int B, int Tn, int C) = 0;
   virtual void add_positions_backward(T* dpe, const T* dx, int B, int Tn, int C) = 0;
+
+  // ---- the token-shift family on keys and values (engine/ops/token_shift): x, y (B, Tn, H, D) token rows ----
+  virtual void token_shift_forward(T* y, int ldy, const T* x, int ldx, const T* coef, const TokenShift& shift, int B,
+                                   int Tn, int H, int D) = 0;
+  // dx written, dcoef accumulated (nullptr for the fixed kinds)
+  virtual void token_shift_backward(T* dx, int lddx, T* dcoef, const T* dy, int lddy, const T* x, int ldx,
+                                    const T* coef, const TokenShift& shift, int B, int Tn, int H, int D) = 0;
 
   // ---- Mamba2 (engine/ops/ssd): the SSD scan and its glue ----
   virtual size_t ssd_states_size(int B, int Tn, int H, int P, int N, int chunk) const = 0;

@@ -31,6 +31,7 @@
 #include "engine/ops/rope/rope.h"
 #include "engine/ops/short_conv/short_conv.h"
 #include "engine/ops/ssd/chunked.h"
+#include "engine/ops/token_shift/token_shift.h"
 #include "engine/ops/ssd/mamba2_io.h"
 #include "engine/threads.h"
 
@@ -215,6 +216,14 @@ class CpuBackend : public Backend<T> {
     canonlab::shift_add_backward(dx, dxs, B, Tn, C, offset);
   }
   void add_positions(T* x, const T* pe, int B, int Tn, int C) override { canonlab::add_positions(x, pe, B, Tn, C); }
+  void token_shift_forward(T* y, int ldy, const T* x, int ldx, const T* coef, const TokenShift& shift, int B, int Tn,
+                           int H, int D) override {
+    canonlab::token_shift_forward(y, ldy, x, ldx, coef, shift, B, Tn, H, D);
+  }
+  void token_shift_backward(T* dx, int lddx, T* dcoef, const T* dy, int lddy, const T* x, int ldx, const T* coef,
+                            const TokenShift& shift, int B, int Tn, int H, int D) override {
+    canonlab::token_shift_backward(dx, lddx, dcoef, dy, lddy, x, ldx, coef, shift, B, Tn, H, D);
+  }
   void add_positions_backward(T* dpe, const T* dx, int B, int Tn, int C) override {
     canonlab::add_positions_backward(dpe, dx, B, Tn, C);
   }

@@ -31,6 +31,7 @@ struct CountingCuda {
   CANONLAB_CUDA_FORWARD(::canonlab::cuda, delta_rule_scratch_bytes)
   CANONLAB_CUDA_FORWARD(::canonlab::cuda, delta_decay_backward_scratch_size)
   CANONLAB_CUDA_FORWARD(::canonlab::cuda, grad_norm_scratch_size)
+  CANONLAB_CUDA_FORWARD(::canonlab::cuda, token_shift_backward_scratch_size)
   // cuDNN's attention: what the shape alone refuses, and the workspace's bound from the shape (no device to ask)
   static std::string cudnn_attention_unsupported(int B, int Tn, int H, int D, bool, int) {
     return cuda::cudnn_attention_shape_unsupported(B, Tn, H, D);

@@ -357,6 +357,15 @@ class CudaBackendT final : public Backend<float> {
   void add_positions_backward(float* dpe, const float* dx, int B, int Tn, int C) override {
     Cuda::add_positions_backward(stream(), dpe, dx, B, Tn, C);
   }
+  void token_shift_forward(float* y, int ldy, const float* x, int ldx, const float* coef, const TokenShift& shift,
+                           int B, int Tn, int H, int D) override {
+    Cuda::token_shift_forward(stream(), y, ldy, x, ldx, coef, shift, B, Tn, H, D);
+  }
+  void token_shift_backward(float* dx, int lddx, float* dcoef, const float* dy, int lddy, const float* x, int ldx,
+                            const float* coef, const TokenShift& shift, int B, int Tn, int H, int D) override {
+    double* scratch = workspace_.get<double>(Cuda::token_shift_backward_scratch_size(shift, H));
+    Cuda::token_shift_backward(stream(), dx, lddx, dcoef, dy, lddy, x, ldx, coef, shift, B, Tn, H, D, scratch);
+  }
 
   // ---- Mamba2 ----
   size_t ssd_states_size(int B, int Tn, int H, int P, int N, int chunk) const override {

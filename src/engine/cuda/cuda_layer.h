@@ -33,6 +33,7 @@
 #include "engine/ops/rope/cuda.h"
 #include "engine/ops/short_conv/cuda.h"
 #include "engine/ops/ssd/cuda.h"
+#include "engine/ops/token_shift/cuda.h"
 
 // Every free function of the layer, X(name) per function, in two lists: the queries (the runtime's and the ops'
 // scratch sizes, which return what the caller needs) and the launches (which enqueue work and return nothing). The
@@ -44,6 +45,7 @@
   X(canon_conv_backward_scratch_size) X(short_conv_bias_backward_scratch_size) X(first_non_finite_scratch_size)     \
   X(ssd_scratch_bytes) X(mamba2_split_backward_scratch_size) X(gla_scratch_bytes) X(delta_rule_scratch_bytes)       \
   X(delta_decay_backward_scratch_size) X(grad_norm_scratch_size) X(cudnn_attention_unsupported)                   \
+  X(token_shift_backward_scratch_size)                                                                               \
   X(cudnn_attention_workspace_bytes)
 
 #define CANONLAB_CUDA_LAYER_LAUNCHES(X)                                                                               \
@@ -68,7 +70,7 @@
   /* elementwise */                                                                                                  \
   X(fill_zero) X(copy) X(add) X(add_into) X(scale) X(copy_columns) X(shift_add) X(shift_add_backward)                \
   X(convert_to_bf16) X(convert_columns_to_bf16) X(add_positions) X(add_positions_backward) X(round_to_bf16)          \
-  X(first_non_finite)                                                                                                \
+  X(first_non_finite) X(token_shift_forward) X(token_shift_backward)                                                 \
   /* Mamba2 */                                                                                                       \
   X(ssd_forward) X(ssd_backward) X(mamba2_split_forward) X(ssd_decay_rates) X(ssd_decay_rates_backward)              \
   X(mamba2_skip_forward) X(mamba2_split_backward)                                                                    \
