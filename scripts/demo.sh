@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# The CLI alone: the tests, the GPU tests and the Python package are the test command's (scripts/test.sh) to build.
+scripts/build.sh canonlab
 rm -rf runs/demo
 all_heads=L0H0,L0H1,L0H2,L0H3,L1H0,L1H1,L1H2,L1H3  # both demo models have 2 layers of 4 heads
 for model in induction:configs/demo-induction.yaml canon:configs/demo.yaml; do
@@ -88,7 +89,8 @@ print("  IPMR says where a head looks, not how it found the place; to see how th
       "  (configs/demo-induction.yaml says what that shows)")
 EOF
 
-# The same runs from Python: the package canonlab goes into .venv (scripts/install-python.sh; docs/python.md).
-scripts/install-python.sh
-echo "  From Python (.venv/bin/python): import canonlab; run = canonlab.Run('runs/demo/induction');"
-echo "  run.eval_metrics; run.model().attention(tokens)  -- docs/python.md, docs/notebooks/quickstart.ipynb"
+# The same runs from Python: one command puts the package canonlab into .venv (a few minutes: it compiles the engine
+# for Python), which the demo leaves out so that its results come first.
+echo "  From Python: scripts/install-python.sh, then in .venv/bin/python: import canonlab;"
+echo "  run = canonlab.Run('runs/demo/induction'); run.eval_metrics; run.model().attention(tokens)"
+echo "  -- docs/python.md, docs/notebooks/quickstart.ipynb"
