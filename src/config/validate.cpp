@@ -148,18 +148,13 @@ void check_layer_list(const std::vector<int>& layers, const std::string& key, in
   }
 }
 
-std::string int_list_text(const std::vector<int>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size() && i < 8; i++) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() > 8 ? ", ...]" : "]");
-}
-
 void check_key_shift(KeyShiftConfig& key_shift, const AttentionConfig& attention, int n_layers, int head_dim) {
   check_layer_list(key_shift.layers, "model.attention.key_shift.layers", n_layers, "does not exist", n_layers);
   const std::string head = std::to_string(head_dim);
+  const auto dims_text = [&] { return brief_text(format_value(FieldRef(&key_shift.dims))); };
   if (key_shift.mode != "partial") {
     if (!key_shift.dims.empty())
-      fail("model.attention.key_shift.dims: " + int_list_text(key_shift.dims) + " only applies with mode 'partial', but "
+      fail("model.attention.key_shift.dims: " + dims_text() + " only applies with mode 'partial', but "
            "model.attention.key_shift.mode is " + single_quoted(key_shift.mode) + "; allowed: []");
     return;
   }
@@ -174,7 +169,7 @@ void check_key_shift(KeyShiftConfig& key_shift, const AttentionConfig& attention
   }
   const std::vector<int>& d = key_shift.dims;
   if (d.size() != 2 || d[0] < 0 || d[0] >= d[1] || d[1] > head_dim)
-    fail("model.attention.key_shift.dims: " + int_list_text(d) + " is not a range of head dims; allowed: [from, to) "
+    fail("model.attention.key_shift.dims: " + dims_text() + " is not a range of head dims; allowed: [from, to) "
          "with 0 <= from < to <= head_dim " + head + ", or [] for the dims RoPE leaves alone");
 }
 

@@ -80,6 +80,23 @@ bool owner_is_gone(std::string_view owner) {
   return pid && *pid > 0 && (dot == std::string_view::npos || start) && writer_is_gone(*pid, start);
 }
 
+// fsync of a directory, so that a rename in it survives a power cut: which step failed (none, open, fsync) and its
+// errno. Some filesystems (certain FUSE and network mounts) cannot fsync directories at all (EINVAL, ENOTSUP); there
+// is no stronger guarantee to be had there, so that is a success.
+struct DirectorySync {
+  enum Step { none, open, fsync } failed = none;
+  int err = 0;
+};
+DirectorySync fsync_directory(const std::string& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return {DirectorySync::open, errno};
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0 && err != EINVAL && err != ENOTSUP) return {DirectorySync::fsync, err};
+  return {};
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
@@ -138,16 +155,12 @@ void AtomicFileWriter::commit() {
   done_ = true;  // the temp name no longer exists
 
   // Persist the directory entry: without this the rename may be lost on power failure, leaving the old file.
-  std::string dir = directory_of(path_);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw Error("cannot write '" + path_ + "': cannot open directory '" + dir + "' to fsync it: " + errno_text(errno));
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  // Some filesystems (certain FUSE and network mounts) cannot fsync directories at all; the rename has
-  // happened and there is no stronger guarantee to be had there, so that is not a failure.
-  if (rc != 0 && err != EINVAL && err != ENOTSUP)
-    throw Error("cannot write '" + path_ + "': fsync of directory '" + dir + "' failed: " + errno_text(err));
+  const std::string dir = directory_of(path_);
+  const DirectorySync sync = fsync_directory(dir);
+  if (sync.failed == DirectorySync::open)
+    throw Error("cannot write '" + path_ + "': cannot open directory '" + dir + "' to fsync it: " + errno_text(sync.err));
+  if (sync.failed == DirectorySync::fsync)
+    throw Error("cannot write '" + path_ + "': fsync of directory '" + dir + "' failed: " + errno_text(sync.err));
 }
 
 StagingDirectory::StagingDirectory(std::string path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
@@ -194,12 +207,7 @@ void StagingDirectory::commit() {
                 (err == ENOTEMPTY || err == EEXIST ? std::string("it exists and is not empty now") : errno_text(err)));
   }
   committed_ = true;
-  const std::string dir = directory_of(path_);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // best effort: the rename has happened; some filesystems cannot fsync a directory
-    ::close(dfd);
-  }
+  fsync_directory(directory_of(path_));  // best effort: the directory is in place whole either way
 }
 
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, const AtomicWriteOptions& options) {

@@ -77,20 +77,20 @@ void read_gla(const HfKeys& k, ModelConfig& m) {
 
 void read_gdn(const HfKeys& k, ModelConfig& m) {
   m.n_heads = k.integer("num_heads", 6, 1, "model.n_heads");
-  // Widths as canonlab's expand_k / expand_v times hidden_size, so they are bounded by those keys' limits.
-  const auto width_limit = [&](std::string_view expand) { return int64_t(config_key_upper_limit(expand)) * m.d_model; };
-  const int64_t key_width64 = int64_t(m.n_heads) * k.integer("head_dim", 256, 1);
-  if (key_width64 > width_limit("model.delta.expand_k"))
-    k.fail("head_dim", "num_heads * head_dim = " + std::to_string(key_width64) + " exceeds canonlab's model.delta.expand_k limit (" +
-                           std::to_string(int64_t(config_key_upper_limit("model.delta.expand_k"))) + ") times hidden_size");
-  const int key_width = int(key_width64);
+  // Widths as canonlab's expand_k / expand_v times hidden_size, so they are bounded by those keys' limits; computed
+  // in 64 bits and refused under `key` before they become ints.
+  const auto width = [&](const std::string& key, const std::string& formula, int64_t value, const std::string& expand) {
+    const int64_t limit = int64_t(config_key_upper_limit(expand));
+    if (value > limit * m.d_model)
+      k.fail(key, formula + " = " + std::to_string(value) + " exceeds canonlab's " + expand + " limit (" +
+                      std::to_string(limit) + ") times hidden_size");
+    return int(value);
+  };
+  const int key_width =
+      width("head_dim", "num_heads * head_dim", int64_t(m.n_heads) * k.integer("head_dim", 256, 1), "model.delta.expand_k");
   const int ev = k.integer("expand_v", 2, 1);  // theirs: value width = key width * expand_v, a whole number
-  const int64_t value_width64 = int64_t(key_width) * ev;
-  if (value_width64 > width_limit("model.delta.expand_v"))
-    k.fail("expand_v", "num_heads * head_dim * expand_v = " + std::to_string(value_width64) +
-                           " exceeds canonlab's model.delta.expand_v limit (" +
-                           std::to_string(int64_t(config_key_upper_limit("model.delta.expand_v"))) + ") times hidden_size");
-  const int value_width = int(value_width64);
+  const int value_width =
+      width("expand_v", "num_heads * head_dim * expand_v", int64_t(key_width) * ev, "model.delta.expand_v");
   // canonlab's widths are int(d_model * expand); the ratios must give them back exactly.
   m.delta.expand_k = double(key_width) / m.d_model;
   m.delta.expand_v = double(value_width) / m.d_model;
