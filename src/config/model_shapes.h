@@ -50,9 +50,15 @@ inline QkvShape qkv_shape(const ModelConfig& m, char letter) {
   return s;
 }
 
+// Attention's key/value heads (grouped-query attention; model.n_kv_heads, 0 before validation = n_heads) and the
+// width of its projected [q | k | v]: d_model + 2 · n_kv_heads · head_dim.
+inline int attention_kv_heads(const ModelConfig& m) { return m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads; }
+inline int attention_kv_width(const ModelConfig& m) { return attention_kv_heads(m) * (m.d_model / m.n_heads); }
+inline int attention_qkv_width(const ModelConfig& m) { return m.d_model + 2 * attention_kv_width(m); }
+
 // Width of the concatenated mixer inputs Canon-B convolves over.
 inline int canon_b_width(const ModelConfig& m, char letter) {
-  if (is_attention_letter(letter)) return 3 * m.d_model;
+  if (is_attention_letter(letter)) return attention_qkv_width(m);
   if (letter == 'M') return mamba2_shape(m).d_in_proj;
   QkvShape s = qkv_shape(m, letter);
   return 2 * s.key_width + s.value_width;

@@ -104,6 +104,7 @@ struct ModelConfig {
   int d_model = 128;
   int n_layers = 4;
   int n_heads = 4;
+  int n_kv_heads = 0;           // grouped-query attention: key/value heads; 0 = n_heads (must divide n_heads)
   int vocab_size = 0;           // 0 = taken from the task
   int max_seq_len = 0;          // 0 = taken from the task (needed by learned positions)
   std::string norm = "rmsnorm"; // rmsnorm | layernorm

@@ -68,6 +68,10 @@ std::vector<KeySpec> build_table() {
   add(CANONLAB_KEY(model.n_heads, "attention heads per layer; head_dim = d_model / n_heads")
           .at_least(1)
           .at_most(kMaxWidth));
+  add(CANONLAB_KEY(model.n_kv_heads, "key/value heads of attention layers (grouped-query attention: n_heads / n_kv_heads query heads share one); 0 = n_heads")
+          .at_least(0)
+          .at_most(kMaxWidth)
+          .with_rule("divides model.n_heads; n_heads or 0 without attention layers"));
   add(CANONLAB_KEY(model.vocab_size, "embedding and output rows; 0 = the task's vocabulary (copy: task.vocab + 1, the +1 is the BOS token)")
           .at_least(0)
           .at_most(kMaxVocab)

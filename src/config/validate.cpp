@@ -323,6 +323,24 @@ void resolve_linear_shapes(ModelConfig& model, const std::string& letters) {
   }
 }
 
+// Grouped-query attention: n_kv_heads key/value heads, each serving n_heads / n_kv_heads query heads. 0 resolves to
+// n_heads (plain multi-head attention), so the resolved config says what ran; a family without attention layers
+// reads no key/value heads, and any other value there would make the config say something it does not run.
+void resolve_kv_heads(ModelConfig& model, const std::string& letters) {
+  const std::string heads = std::to_string(model.n_heads), kv = std::to_string(model.n_kv_heads);
+  if (model.n_kv_heads == 0) model.n_kv_heads = model.n_heads;
+  if (!std::ranges::any_of(letters, is_attention_letter)) {
+    if (model.n_kv_heads != model.n_heads)
+      fail("model.n_kv_heads: " + kv + " only applies to attention layers, but model.family '" + model.family +
+           "' has none; allowed: 0 or model.n_heads = " + heads);
+    return;
+  }
+  if (model.n_heads % model.n_kv_heads != 0)
+    fail("model.n_kv_heads: " + kv + " does not divide model.n_heads = " + heads +
+         " (each key/value head serves n_heads / n_kv_heads query heads); allowed: a divisor of " + heads +
+         ", or 0 for " + heads);
+}
+
 }  // namespace
 
 void resolve_and_validate(RunConfig& config) {
@@ -339,6 +357,7 @@ void resolve_and_validate(RunConfig& config) {
   if (model.mlp.hidden_dim == 0) model.mlp.hidden_dim = default_mlp_hidden(model.mlp, model.d_model);
   check_layer_pattern(model);
   const std::string letters = mixer_letters(model);
+  resolve_kv_heads(model, letters);
   resolve_linear_shapes(model, letters);
   for (size_t i = 0; i < model.attention.key_shift.layers.size(); ++i) {
     const int layer = model.attention.key_shift.layers[i];

@@ -27,7 +27,7 @@ inline double model_train_flops(const ModelConfig& m, int B, int T) {
     if (has_canon('B')) canon_channels += canon_b_width(m, letter);
     if (layer_has_mlp(m, letter)) matrix_params += mlp_params;
     if (is_attention_letter(letter)) {
-      matrix_params += 4 * C * C;
+      matrix_params += 2 * C * C + 2 * C * attention_kv_width(m);  // q, o; k, v over the key/value heads
       double pairs = 0;
       for (int t = 0; t < T; t++) pairs += (letter == 'S' && m.attention.window < t + 1) ? m.attention.window : t + 1;
       attention += 2.0 * B * H * pairs * (C / H);

@@ -578,7 +578,9 @@ std::string format_estimate(const ResourceEstimate& e, const RunConfig& cfg, con
   std::ostringstream os;
   char buf[256];
   os << "model: " << m.family << (m.family == "hybrid" ? " " + m.layer_pattern : "") << ", " << m.n_layers
-     << " layers, d_model " << m.d_model << ", " << m.n_heads << " heads, vocab " << m.vocab_size
+     << " layers, d_model " << m.d_model << ", " << m.n_heads << " heads"
+     << (attention_kv_heads(m) != m.n_heads ? " (" + std::to_string(attention_kv_heads(m)) + " key/value)" : "")
+     << ", vocab " << m.vocab_size
      << (m.canon.set.empty() ? "" : ", Canon " + m.canon.set) << "\n";
   std::string short_count = format_count(double(e.parameters));
   while (short_count.ends_with(' ')) short_count.pop_back();

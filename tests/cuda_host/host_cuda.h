@@ -197,6 +197,10 @@ void token_shift_forward(CudaStream stream, float* y, int ldy, const float* x, i
 void token_shift_backward(CudaStream stream, float* dx, int lddx, float* dcoef, const float* dy, int lddy,
                           const float* x, int ldx, const float* coef, TokenShift shift, int B, int Tn, int H, int D,
                           double* scratch);
+void repeat_heads_forward(CudaStream stream, float* y, int ldy, const float* x, int ldx, int N, int heads, int group,
+                          int D);
+void repeat_heads_backward(CudaStream stream, float* dx, int lddx, const float* dy, int lddy, int N, int heads,
+                           int group, int D);
 void first_non_finite(CudaStream stream, int64_t* index, const float* x, size_t n, int64_t* scratch);
 void ssd_forward(CudaStream stream, float* y, float* states, const float* x, const float* dt, const float* A,
                  const float* Bm, const float* Cm, int B, int Tn, int H, int P, int G, int N, int chunk,

@@ -11,6 +11,7 @@
 #include "engine/ops/ssd/element_kernels.h"
 #include "engine/ops/ssd/mamba2_io_elements.h"
 #include "engine/ops/token_shift/element_kernels.h"
+#include "engine/ops/repeat_heads/element_kernels.h"
 #include "host_cuda.h"
 
 namespace canonlab::cuda_host {
@@ -55,6 +56,26 @@ void token_shift_backward(CudaStream stream, float* dx, int lddx, float* dcoef, 
                                   need(x, strided_extent(N, ldx, C), "x"), ldx,
                                   J > 0 ? need(coef, size_t(J), "coef") : coef, shift, B, Tn, H, D,
                                   partials(scratch, token_shift_backward_scratch_size(shift, H)));
+  });
+}
+
+// ---- grouped-query attention's head repetition (engine/ops/repeat_heads) ----
+
+void repeat_heads_forward(CudaStream stream, float* y, int ldy, const float* x, int ldx, int N, int heads, int group,
+                          int D) {
+  enqueue(stream, "repeat_heads_forward", [=] {
+    check_repeat_heads(heads, group, D);
+    repeat_heads_forward_elements(HostLaunch{}, need(y, strided_extent(N, ldy, heads * group * D), "y"), ldy,
+                                  need(x, strided_extent(N, ldx, heads * D), "x"), ldx, N, heads, group, D);
+  });
+}
+void repeat_heads_backward(CudaStream stream, float* dx, int lddx, const float* dy, int lddy, int N, int heads,
+                           int group, int D) {
+  enqueue(stream, "repeat_heads_backward", [=] {
+    check_repeat_heads(heads, group, D);
+    repeat_heads_backward_elements(HostLaunch{}, need(dx, strided_extent(N, lddx, heads * D), "dx"), lddx,
+                                   need(dy, strided_extent(N, lddy, heads * group * D), "dy"), lddy, N, heads, group,
+                                   D);
   });
 }
 

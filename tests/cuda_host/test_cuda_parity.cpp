@@ -165,6 +165,11 @@ const std::vector<ParityCase> kParityCases = {
     {"KeyShiftPartialRopeBf16Cudnn", "", {"model.attention.position=rope", "model.attention.rope_dim=4",
                                      "model.attention.key_shift.layers=[1]", "model.attention.key_shift.mode=partial",
                                      "train.precision=bf16"}},
+    // grouped-query attention: the head repetition (engine/ops/repeat_heads) and the narrower [q | k | v]
+    {"GqaRopeCanonB", "", {"model.n_kv_heads=2", "model.attention.position=rope", "model.canon.set=AB"}},
+    {"GqaSmearedShiftBf16Cudnn", "", {"model.n_kv_heads=1", "model.attention.position=rope",
+                                      "model.attention.key_shift.layers=[0]", "model.attention.key_shift.mode=smeared",
+                                      "train.precision=bf16"}},
     {"TextALiBiSignSteKeyShift", "text/75m.yaml",
      {"model.d_model=64", "model.n_layers=2", "model.n_heads=4", "task.context=32", "task.text.path=/usr/share/games/fortunes/fortunes"}},
     {"Mamba2", "linear/mamba2-4L128.yaml", {"model.d_model=64", "model.n_layers=2"}},

@@ -297,6 +297,11 @@ class Attention(nn.Module):
         if C % H:
             raise ValueError("d_model must be divisible by n_heads")
         self.H, self.D = H, C // H
+        # Grouped-query attention (Ainslie et al. 2023): Hkv key/value heads, query head j reads head j // (H // Hkv)
+        self.Hkv = int(m.get("n_kv_heads", 0)) or H
+        if H % self.Hkv:
+            raise ValueError("n_kv_heads must divide n_heads")
+        Ckv = self.Hkv * self.D
         self.position, self.scoring = a["position"], a["scoring"]
         self.alibi_rule = a["alibi_slopes"]
         self.rope_dim, self.rope_base = int(a["rope_dim"]) or self.D, float(a["rope_base"])
@@ -310,12 +315,12 @@ class Attention(nn.Module):
         if self.shift_mode not in (None, "add", "replace", "smeared", "kv", "partial"):
             raise ValueError(f"unknown key_shift.mode '{self.shift_mode}'")
         if self.shift_mode in ("smeared", "kv"):
-            self.key_shift = ShiftCoefficients(self.shift_mode, H)
+            self.key_shift = ShiftCoefficients(self.shift_mode, self.Hkv)
         bias = bool(a["qkv_bias"])
         self.q_proj = nn.Linear(C, C, bias=bias)
-        self.k_proj = nn.Linear(C, C, bias=bias)
-        self.v_proj = nn.Linear(C, C, bias=bias)
-        self.canon_b = Canon(3 * C, m["canon"], m["norm_eps"]) if "B" in m["canon"]["set"] else None
+        self.k_proj = nn.Linear(C, Ckv, bias=bias)
+        self.v_proj = nn.Linear(C, Ckv, bias=bias)
+        self.canon_b = Canon(C + 2 * Ckv, m["canon"], m["norm_eps"]) if "B" in m["canon"]["set"] else None
         self.o_proj = nn.Linear(C, C, bias=bias)
 
     def forward(self, h):  # h: (B, T, C)
@@ -324,7 +329,7 @@ class Attention(nn.Module):
         hk = h + shift(h, o) if self.shift_mode == "add" else shift(h, o) if self.shift_mode == "replace" else h
         q, k, v = self.q_proj(h), self.k_proj(hk), self.v_proj(h)
         if self.shift_mode in ("smeared", "kv", "partial"):
-            kh, vh = k.view(B, T, self.H, self.D), v.view(B, T, self.H, self.D)
+            kh, vh = k.view(B, T, self.Hkv, self.D), v.view(B, T, self.Hkv, self.D)
             early = (torch.arange(T) < o)[None, :, None, None]  # nothing to shift in
             if self.shift_mode == "smeared":  # Olsson et al.: sigma k_t + (1 - sigma) k_{t-o}, the first keys kept
                 s = torch.sigmoid(self.key_shift.alpha)[None, None, :, None]
@@ -338,17 +343,19 @@ class Attention(nn.Module):
                 moved = kh.clone()
                 moved[:, :, :, d0:d1] = torch.where(early, kh[:, :, :, d0:d1], shift(kh[:, :, :, d0:d1], o))
                 kh = moved
-            k, v = kh.reshape(B, T, C), vh.reshape(B, T, C)
+            k, v = kh.reshape(B, T, -1), vh.reshape(B, T, -1)
         if self.canon_b is not None:
-            q, k, v = self.canon_b(torch.cat([q, k, v], dim=-1)).split(C, dim=-1)
-        q, k, v = (t.view(B, T, self.H, self.D) for t in (q, k, v))
+            q, k, v = self.canon_b(torch.cat([q, k, v], dim=-1)).split([C, k.shape[-1], v.shape[-1]], dim=-1)
+        q = q.view(B, T, self.H, self.D)
+        k, v = (t.view(B, T, self.Hkv, self.D) for t in (k, v))
         if self.position == "rope":
             q, k = rope(q, self.rope_dim, self.rope_base), rope(k, self.rope_dim, self.rope_base)
         if self.scoring == "sign_ste":
             q, k = SignSTE.apply(q, self.ste_clipped), SignSTE.apply(k, self.ste_clipped)
         elif self.scoring != "softmax":
             raise ValueError(f"unknown attention.scoring '{self.scoring}'")
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D); k, v: (B, Hkv, T, D)
+        k, v = (t.repeat_interleave(self.H // self.Hkv, dim=1) for t in (k, v))  # each kv head to its query heads
         s = q @ k.transpose(-1, -2) / math.sqrt(self.D)  # (B, H, T, T)
         pos = torch.arange(T)
         if self.position == "alibi":

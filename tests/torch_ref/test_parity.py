@@ -120,6 +120,13 @@ CASES = {
         "position": "rope", "rope_dim": 4, "key_shift": {"layers": [1], "offset": 1, "mode": "partial"}}}},
     "key_shift_kv_sign_ste": {"model": {"attention": {
         "position": "alibi", "scoring": "sign_ste", "key_shift": {"layers": [0], "offset": 1, "mode": "kv"}}}},
+    # grouped-query attention: 4 query heads over 2 or 1 key/value heads (repeat_interleave here, written apart)
+    "gqa_rope_canon_ABCD": {"model": {"n_kv_heads": 2, "attention": {"position": "rope"}, "canon": {"set": "ABCD"}}},
+    "gqa_mqa_alibi_key_shift_kv": {"model": {"n_kv_heads": 1, "attention": {
+        "position": "alibi", "key_shift": {"layers": [0], "offset": 1, "mode": "kv"}}}},
+    "gqa_sign_ste_partial_rope_shift": {"model": {"n_kv_heads": 2, "attention": {
+        "position": "rope", "rope_dim": 4, "scoring": "sign_ste",
+        "key_shift": {"layers": [1], "offset": 2, "mode": "partial"}}, "canon": {"set": "B"}}},
     "swiglu": {"model": {"mlp": {"kind": "swiglu"}, "canon": {"set": "ABCD"}}},
     "relu2": {"model": {"mlp": {"kind": "relu2"}}},
     "tied_embeddings": {"model": {"tie_embeddings": True}},

@@ -52,6 +52,13 @@ std::vector<Case> cases() {
       {"key_shift_partial_rope4", {rope, "model.attention.rope_dim=4", "model.attention.key_shift.layers=[1]",
                                    "model.attention.key_shift.mode=partial"}},
       {"canon_ABCD", {"model.attention.position=nope", "model.canon.set=ABCD"}},
+      // grouped-query attention: the cache holds the key/value heads, query head j reads head j / group
+      {"gqa_rope_canon_B", {rope, "model.n_heads=4", "model.n_kv_heads=2", "model.canon.set=AB"}},
+      {"gqa_mqa_alibi_kv_shift_sign_ste", {"model.attention.position=alibi", "model.n_heads=4", "model.n_kv_heads=1",
+                                           "model.attention.scoring=sign_ste", "model.attention.key_shift.layers=[0]",
+                                           "model.attention.key_shift.mode=kv", "model.attention.key_shift.offset=2"}},
+      {"gqa_partial_rope_partial_shift", {rope, "model.attention.rope_dim=2", "model.n_heads=4", "model.n_kv_heads=2",
+                                          "model.attention.key_shift.layers=[1]", "model.attention.key_shift.mode=partial"}},
       {"cross_layer", {"model.attention.position=nope", "model.canon.cross_layer.layers=[0]"}},
       {"cross_layer_nores_silu_rmsnorm_BD", {"model.attention.position=nope", "model.canon.set=BD",
                                              "model.canon.cross_layer.layers=[0]", "model.canon.cross_layer.residual=false",

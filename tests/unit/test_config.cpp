@@ -643,5 +643,18 @@ TEST(Config, KeyShiftModesAndPartialDims) {
                                                "add, replace, smeared, kv, partial"});
 }
 
+TEST(Config, KeyValueHeadsResolveAndMustDivideTheQueryHeads) {
+  EXPECT_EQ(config_from_yaml_string("model: {n_heads: 4}").model.n_kv_heads, 4);  // 0: as many as the query heads
+  const RunConfig gqa = config_from_yaml_string("model: {n_heads: 4, n_kv_heads: 2}");
+  EXPECT_EQ(gqa.model.n_kv_heads, 2);
+  EXPECT_EQ(config_from_yaml_string(config_to_yaml(gqa)).model.n_kv_heads, 2);
+  EXPECT_EQ(config_from_yaml_string("model: {family: mamba2, n_kv_heads: 4, canon: {set: b}}").model.n_kv_heads, 4);
+  expect_yaml_error("model: {n_heads: 4, n_kv_heads: 3}",
+                    {"model.n_kv_heads: 3 does not divide model.n_heads = 4", "allowed: a divisor of 4, or 0"});
+  expect_yaml_error("model: {family: gla, n_heads: 4, n_kv_heads: 2, canon: {set: b}}",
+                    {"model.n_kv_heads: 2 only applies to attention layers", "'gla' has none", "allowed: 0 or"});
+  expect_yaml_error("model: {n_kv_heads: -1}", {"model.n_kv_heads"});
+}
+
 }  // namespace
 }  // namespace canonlab

@@ -58,6 +58,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"key_shift_partial_rope",
              {"model.attention.position=rope", "model.attention.rope_dim=2", "model.attention.key_shift.layers=[0]",
               "model.attention.key_shift.mode=partial"}},
+        // grouped-query attention: 4 query heads of 2 dims over 2 (and 1) key/value heads, with every stage that
+        // acts on k and v (Canon-B over the narrower [q | k | v], RoPE, the projections' shifts, ALiBi, biases);
+        // ±1 scores are piecewise constant (no finite differences): torch_ref checks their straight-through gradient
+        Case{"gqa_rope_canon_B", {"model.n_heads=4", "model.n_kv_heads=2", "model.attention.position=rope",
+                                  "model.canon.set=AB"}},
+        Case{"gqa_mqa_kv_shift_alibi", {"model.n_heads=4", "model.n_kv_heads=1", "model.attention.position=alibi",
+                                        "model.attention.key_shift.layers=[0]", "model.attention.key_shift.mode=kv"}},
+        Case{"gqa_smeared_bias", {"model.n_heads=4", "model.n_kv_heads=2", "model.attention.position=rope",
+                                  "model.attention.key_shift.layers=[1]", "model.attention.key_shift.mode=smeared",
+                                  "model.attention.qkv_bias=true"}},
         Case{"canon_ABCD", {"model.canon.set=ABCD"}},
         Case{"cross_layer", {"model.canon.cross_layer.layers=[0]"}},
         Case{"cross_layer_nores_silu_layernorm_k2",

@@ -22,6 +22,7 @@
 #include "engine/ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "engine/ops/gla/gates.h"
 #include "engine/ops/token_shift/element_kernels.h"
+#include "engine/ops/repeat_heads/element_kernels.h"
 
 namespace canonlab {
 
@@ -178,6 +179,12 @@ class Backend : public BackendCapabilities {
   // dx written, dcoef accumulated (nullptr for the fixed kinds)
   virtual void token_shift_backward(T* dx, int lddx, T* dcoef, const T* dy, int lddy, const T* x, int ldx,
                                     const T* coef, const TokenShift& shift, int B, int Tn, int H, int D) = 0;
+
+  // ---- grouped-query attention (engine/ops/repeat_heads): each of `heads` key/value heads repeated `group` times ----
+  // x: (N, heads·D) rows of stride ldx; y: (N, heads·group·D) rows of stride ldy
+  virtual void repeat_heads_forward(T* y, int ldy, const T* x, int ldx, int N, int heads, int group, int D) = 0;
+  // dx (N, heads·D) written: each head's group summed in order
+  virtual void repeat_heads_backward(T* dx, int lddx, const T* dy, int lddy, int N, int heads, int group, int D) = 0;
 
   // ---- Mamba2 (engine/ops/ssd): the SSD scan and its glue ----
   virtual size_t ssd_states_size(int B, int Tn, int H, int P, int N, int chunk) const = 0;

@@ -116,6 +116,8 @@ class CountingCpuBackend final : public Backend<float> {
   void token_shift_forward(float*, int, const float*, int, const float*, const TokenShift&, int, int, int, int) override {}
   void token_shift_backward(float*, int, float*, const float*, int, const float*, int, const float*, const TokenShift&,
                             int, int, int, int) override {}
+  void repeat_heads_forward(float*, int, const float*, int, int, int, int, int) override {}
+  void repeat_heads_backward(float*, int, const float*, int, int, int, int, int) override {}
   void ssd_forward_chunked(float*, float*, const float*, const float*, const float*, const float*, const float*, int,
                            int, int, int, int, int, int) override {}
   void ssd_backward_chunked(float*, float*, float*, float*, float*, const float*, const float*, const float*,

@@ -32,6 +32,7 @@
 #include "engine/ops/short_conv/short_conv.h"
 #include "engine/ops/ssd/chunked.h"
 #include "engine/ops/token_shift/token_shift.h"
+#include "engine/ops/repeat_heads/repeat_heads.h"
 #include "engine/ops/ssd/mamba2_io.h"
 #include "engine/threads.h"
 
@@ -226,6 +227,12 @@ class CpuBackend : public Backend<T> {
   }
   void add_positions_backward(T* dpe, const T* dx, int B, int Tn, int C) override {
     canonlab::add_positions_backward(dpe, dx, B, Tn, C);
+  }
+  void repeat_heads_forward(T* y, int ldy, const T* x, int ldx, int N, int heads, int group, int D) override {
+    canonlab::repeat_heads_forward(y, ldy, x, ldx, N, heads, group, D);
+  }
+  void repeat_heads_backward(T* dx, int lddx, const T* dy, int lddy, int N, int heads, int group, int D) override {
+    canonlab::repeat_heads_backward(dx, lddx, dy, lddy, N, heads, group, D);
   }
 
   size_t ssd_states_size(int B, int Tn, int H, int P, int N, int chunk) const override {

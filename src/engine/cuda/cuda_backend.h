@@ -366,6 +366,13 @@ class CudaBackendT final : public Backend<float> {
     double* scratch = workspace_.get<double>(Cuda::token_shift_backward_scratch_size(shift, H));
     Cuda::token_shift_backward(stream(), dx, lddx, dcoef, dy, lddy, x, ldx, coef, shift, B, Tn, H, D, scratch);
   }
+  void repeat_heads_forward(float* y, int ldy, const float* x, int ldx, int N, int heads, int group, int D) override {
+    Cuda::repeat_heads_forward(stream(), y, ldy, x, ldx, N, heads, group, D);
+  }
+  void repeat_heads_backward(float* dx, int lddx, const float* dy, int lddy, int N, int heads, int group,
+                             int D) override {
+    Cuda::repeat_heads_backward(stream(), dx, lddx, dy, lddy, N, heads, group, D);
+  }
 
   // ---- Mamba2 ----
   size_t ssd_states_size(int B, int Tn, int H, int P, int N, int chunk) const override {

@@ -34,6 +34,7 @@
 #include "engine/ops/short_conv/cuda.h"
 #include "engine/ops/ssd/cuda.h"
 #include "engine/ops/token_shift/cuda.h"
+#include "engine/ops/repeat_heads/cuda.h"
 
 // Every free function of the layer, X(name) per function, in two lists: the queries (the runtime's and the ops'
 // scratch sizes, which return what the caller needs) and the launches (which enqueue work and return nothing). The
@@ -70,7 +71,7 @@
   /* elementwise */                                                                                                  \
   X(fill_zero) X(copy) X(add) X(add_into) X(scale) X(copy_columns) X(shift_add) X(shift_add_backward)                \
   X(convert_to_bf16) X(convert_columns_to_bf16) X(add_positions) X(add_positions_backward) X(round_to_bf16)          \
-  X(first_non_finite) X(token_shift_forward) X(token_shift_backward)                                                 \
+  X(first_non_finite) X(token_shift_forward) X(token_shift_backward) X(repeat_heads_forward) X(repeat_heads_backward) \
   /* Mamba2 */                                                                                                       \
   X(ssd_forward) X(ssd_backward) X(mamba2_split_forward) X(ssd_decay_rates) X(ssd_decay_rates_backward)              \
   X(mamba2_skip_forward) X(mamba2_split_backward)                                                                    \
