@@ -113,8 +113,9 @@ def sweep(sweep_file: Union[str, PathLike], *, out: Union[None, str, PathLike] =
 
 def export_hf(run: Union[str, PathLike, Run], out: Union[str, PathLike], *, force: bool = False) -> Path:
     """`canonlab export RUN --to hf --out OUT`: config.json + model.safetensors that transformers loads (stock
-    LlamaForCausalLM, or the LlamaCanon format of PhysicsLM4's release; docs/huggingface.md). Options with no
-    counterpart raise canonlab.Error naming the key."""
+    LlamaForCausalLM, or the LlamaCanon / GLACanon / GatedDeltaNetCanon / Mamba2Canon formats of PhysicsLM4's release,
+    with canonlab's model code beside the weights for AutoModelForCausalLM.from_pretrained(OUT, trust_remote_code=True);
+    docs/huggingface.md). Options with no counterpart raise canonlab.Error naming the key."""
     args = ["export", str(getattr(run, "path", run)), "--to", "hf", "--out", str(out)]
     if force:
         args.append("--force")

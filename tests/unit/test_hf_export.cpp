@@ -97,6 +97,19 @@ std::string import_error(nlohmann::json j) {
   return "";
 }
 
+TEST(HfImport, GroupedQueryAttentionRoundTrips) {
+  const RunConfig cfg = config_with({"model.n_kv_heads=2", "model.canon.set=B"});
+  const nlohmann::json j = hf_config_json(cfg, HfFormat::llama_canon);
+  EXPECT_EQ(j["num_key_value_heads"], 2);
+  EXPECT_EQ(j["num_attention_heads"], 4);
+  const ModelConfig back = model_config_from_hf(j, "x/config.json");
+  EXPECT_EQ(back.n_kv_heads, 2);
+  nlohmann::json absent = j;
+  absent.erase("num_key_value_heads");  // null / absent: as many as the query heads
+  EXPECT_EQ(model_config_from_hf(absent, "x/config.json").n_kv_heads, 4);
+  EXPECT_EQ(hf_config_json(config_with({}), HfFormat::llama)["num_key_value_heads"], 4);
+}
+
 TEST(HfImport, RefusesWhatCanonlabCannotRepresent) {
   const RunConfig cfg = config_with({});
   const nlohmann::json good = hf_config_json(cfg, HfFormat::llama);
@@ -106,7 +119,7 @@ TEST(HfImport, RefusesWhatCanonlabCannotRepresent) {
     return import_error(j);
   };
   EXPECT_EQ(import_error(good), "");
-  EXPECT_NE(with("num_key_value_heads", 2).find("num_key_value_heads = 2"), std::string::npos);
+  EXPECT_NE(with("num_key_value_heads", 3).find("num_key_value_heads = 3"), std::string::npos);  // does not divide 4
   EXPECT_NE(with("rope_scaling", {{"rope_type", "linear"}}).find("rope_scaling"), std::string::npos);
   EXPECT_NE(with("hidden_act", "gelu").find("hidden_act = \"gelu\""), std::string::npos);
   EXPECT_NE(with("model_type", "mistral").find("model_type = \"mistral\""), std::string::npos);

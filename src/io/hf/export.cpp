@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "io/atomic_file.h"
 #include "io/hf/hf_plan.h"
+#include "io/hf/remote_code.h"
 #include "io/paths.h"
 #include "io/safetensors.h"
 #include "models/language_model.h"
@@ -35,8 +36,8 @@ void check_output_dir(const std::string& out_dir, bool force) {
     throw path_error("--out: Hugging Face folder", out_dir, "exists and is not a directory");
   if (!force && !directory_listing(out_dir, "--out: Hugging Face folder").empty())
     throw path_error("--out: Hugging Face folder", out_dir,
-                     "exists and is not empty; choose a new folder, or pass --force to replace config.json, "
-                     "model.safetensors and generation_config.json there");
+                     "exists and is not empty; choose a new folder, or pass --force to replace the files an export "
+                     "writes there (config.json, model.safetensors, generation_config.json and the model code)");
 }
 
 }  // namespace
@@ -89,9 +90,17 @@ HfExportResult export_hf(const std::string& where, const std::string& out_dir, b
   create_directories_at(out_dir, "--out: cannot create Hugging Face folder");
   const fs::path dir(out_dir);
   w.write_atomic((dir / "model.safetensors").string());
+  r.files.push_back("model.safetensors");
   write_text_atomic((dir / "generation_config.json").string(), hf_generation_config_json(cfg).dump(2) + "\n");
+  r.files.push_back("generation_config.json");
+  // The Canon formats' model code, which config.json's auto_map names (none for stock llama).
+  for (const HfRemoteFile& file : hf_remote_code_for(r.format)) {
+    write_text_atomic((dir / file.name).string(), std::string(file.text));
+    r.files.emplace_back(file.name);
+  }
   // config.json last: a folder interrupted before it is not mistaken for a complete model.
   write_text_atomic((dir / "config.json").string(), hf_config_json(cfg, r.format).dump(2) + "\n");
+  r.files.push_back("config.json");
   return r;
 }
 

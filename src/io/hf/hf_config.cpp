@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "config/model_shapes.h"
 #include "io/atomic_file.h"
 #include "io/json_read.h"
 #include "io/hf/hf_keys.h"
 #include "io/hf/hf_linear.h"
+#include "io/hf/remote_code.h"
 
 namespace canonlab {
 
@@ -28,7 +30,7 @@ std::string list_text(const std::vector<int>& v) {
 int canon_width(char letter, const ModelConfig& m) {
   switch (letter) {
     case 'A': case 'C': return m.d_model;
-    case 'B': return 3 * m.d_model;
+    case 'B': return attention_qkv_width(m);  // [q | k | v] with the key/value heads
     default: return 2 * m.mlp.hidden_dim;
   }
 }
@@ -136,7 +138,7 @@ nlohmann::json hf_config_json(const RunConfig& cfg, HfFormat f) {
       {"intermediate_size", m.mlp.hidden_dim},
       {"num_hidden_layers", m.n_layers},
       {"num_attention_heads", m.n_heads},
-      {"num_key_value_heads", m.n_heads},  // no grouped-query attention
+      {"num_key_value_heads", attention_kv_heads(m)},  // grouped-query attention: k, v heads
       {"head_dim", head_dim},
       {"hidden_act", "silu"},
       {"max_position_embeddings", m.max_seq_len},
@@ -171,9 +173,8 @@ nlohmann::json hf_config_json(const RunConfig& cfg, HfFormat f) {
     } else {
       j["rope_dim"] = nullptr;
     }
-    // PhysicsLM4's huggingface/*.py next to config.json make the folder loadable with trust_remote_code.
-    j["auto_map"] = {{"AutoConfig", "configuration_llama_canon.LlamaCanonConfig"},
-                     {"AutoModelForCausalLM", "modeling_llama_canon.LlamaCanonForCausalLM"}};
+    // canonlab's model code, which export writes beside config.json (io/hf/remote_code.h): trust_remote_code loads it.
+    j["auto_map"] = hf_auto_map(f);
   }
   return j;
 }
@@ -214,9 +215,12 @@ ModelConfig model_config_from_hf(const json& c, const std::string& path) {
   if (k.has("head_dim") && k.integer("head_dim", std::nullopt, 1) != head_dim)
     k.fail("head_dim", "canonlab's head_dim is hidden_size / num_attention_heads; allowed: null or " +
                            std::to_string(head_dim));
-  if (k.has("num_key_value_heads") && k.integer("num_key_value_heads", std::nullopt, 1) != m.n_heads)
-    k.fail("num_key_value_heads", "canonlab has no grouped-query attention; allowed: null or num_attention_heads (" +
-                                      std::to_string(m.n_heads) + ")");
+  // Grouped-query attention: Hugging Face's repeat_kv lets query head j read key/value head j / (heads / kv heads), as
+  // canonlab's (engine/ops/repeat_heads); null means num_attention_heads.
+  m.n_kv_heads = k.integer("num_key_value_heads", m.n_heads, 1, "model.n_kv_heads");
+  if (m.n_heads % m.n_kv_heads != 0)
+    k.fail("num_key_value_heads", "does not divide num_attention_heads = " + std::to_string(m.n_heads) +
+                                      "; allowed: a divisor of num_attention_heads");
   const std::string act = k.string("hidden_act", "silu");
   if (act != "silu" && act != "swish") k.fail("hidden_act", "canonlab's gated MLP is SwiGLU; allowed: silu, swish");
   // LlamaCanon's MLP takes a null intermediate_size as hidden_size * 8 // 3.

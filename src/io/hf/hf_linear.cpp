@@ -1,6 +1,7 @@
 #include "io/hf/hf_linear.h"
 
 #include "config/model_shapes.h"
+#include "io/hf/remote_code.h"
 
 namespace canonlab {
 
@@ -150,6 +151,7 @@ json hf_linear_config_json(const RunConfig& cfg, HfFormat f) {
       {"pad_token_id", nullptr},
   };
   j.update(canon_keys(m));
+  j["auto_map"] = hf_auto_map(f);  // canonlab's model code, written beside config.json (io/hf/remote_code.h)
   if (f == HfFormat::gla_canon) {
     const GlaConfig& g = m.gla;
     j.update(json{
