@@ -10,7 +10,6 @@
 #include "io/json_read.h"
 #include "io/hf/hf_keys.h"
 #include "io/hf/hf_linear.h"
-#include "io/hf/remote_code.h"
 
 namespace canonlab {
 
@@ -47,6 +46,24 @@ const char* hf_format_name(HfFormat f) {
     case HfFormat::gdn_canon: return "GatedDeltaNetCanon";
     default: return "Mamba2Canon";
   }
+}
+
+const char* hf_module_stem(HfFormat f) {
+  switch (f) {
+    case HfFormat::llama: return nullptr;
+    case HfFormat::llama_canon: return "llama_canon";
+    case HfFormat::gla_canon: return "gla_canon";
+    case HfFormat::gdn_canon: return "gated_deltanet_canon";
+    default: return "mamba2_canon";
+  }
+}
+
+nlohmann::json hf_auto_map(HfFormat f) {
+  const char* stem = hf_module_stem(f);
+  if (!stem) return nullptr;
+  const std::string type = hf_format_name(f);  // the class names start with the model_type
+  return {{"AutoConfig", "configuration_" + std::string(stem) + "." + type + "Config"},
+          {"AutoModelForCausalLM", "modeling_" + std::string(stem) + "." + type + "ForCausalLM"}};
 }
 
 HfFormat hf_export_format(const ModelConfig& m) {

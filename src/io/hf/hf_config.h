@@ -16,6 +16,12 @@ namespace canonlab {
 enum class HfFormat { llama, llama_canon, gla_canon, gdn_canon, mamba2_canon };
 // The model_type written: "llama", "LlamaCanon", "GLACanon", "GatedDeltaNetCanon" or "Mamba2Canon".
 const char* hf_format_name(HfFormat f);
+// The module stem of a Canon format's model code (configuration_<stem>.py, modeling_<stem>.py; io/hf/remote_code.h):
+// "llama_canon", "gla_canon", "gated_deltanet_canon", "mamba2_canon"; nullptr for stock llama.
+const char* hf_module_stem(HfFormat f);
+// config.json's auto_map for format `f`: {"AutoConfig": "configuration_<stem>.<Type>Config", "AutoModelForCausalLM":
+// "modeling_<stem>.<Type>ForCausalLM"}; null for stock llama, which transformers implements itself.
+nlohmann::json hf_auto_map(HfFormat f);
 
 // Which format `model` exports to: for the transformer family llama without Canon and with full RoPE, LlamaCanon
 // otherwise; for gla, gdn and mamba2 their PhysicsLM4 format (hf_linear_format lists what they cannot state). Throws one

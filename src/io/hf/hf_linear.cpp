@@ -1,7 +1,6 @@
 #include "io/hf/hf_linear.h"
 
 #include "config/model_shapes.h"
-#include "io/hf/remote_code.h"
 
 namespace canonlab {
 
@@ -151,7 +150,7 @@ json hf_linear_config_json(const RunConfig& cfg, HfFormat f) {
       {"pad_token_id", nullptr},
   };
   j.update(canon_keys(m));
-  j["auto_map"] = hf_auto_map(f);  // canonlab's model code, written beside config.json (io/hf/remote_code.h)
+  j["auto_map"] = hf_auto_map(f);  // canonlab's model code, which export writes beside config.json (io/hf/remote_code.h)
   if (f == HfFormat::gla_canon) {
     const GlaConfig& g = m.gla;
     j.update(json{

@@ -8,17 +8,6 @@ namespace canonlab {
 
 namespace {
 
-// The module stem of a Canon format's files; nullptr for stock llama.
-const char* module_stem(HfFormat f) {
-  switch (f) {
-    case HfFormat::llama: return nullptr;
-    case HfFormat::llama_canon: return "llama_canon";
-    case HfFormat::gla_canon: return "gla_canon";
-    case HfFormat::gdn_canon: return "gated_deltanet_canon";
-    default: return "mamba2_canon";
-  }
-}
-
 HfRemoteFile embedded(const std::string& name) {
   for (const HfRemoteFile& file : hf_remote_code_files())
     if (file.name == name) return file;
@@ -29,18 +18,10 @@ HfRemoteFile embedded(const std::string& name) {
 }  // namespace
 
 std::vector<HfRemoteFile> hf_remote_code_for(HfFormat f) {
-  const char* stem = module_stem(f);
+  const char* stem = hf_module_stem(f);
   if (!stem) return {};
   return {embedded("configuration_" + std::string(stem) + ".py"), embedded("modeling_" + std::string(stem) + ".py"),
           embedded("canonlab_hf_layers.py")};
-}
-
-nlohmann::json hf_auto_map(HfFormat f) {
-  const char* stem = module_stem(f);
-  if (!stem) return nullptr;
-  const std::string type = hf_format_name(f);  // the class names start with the model_type
-  return {{"AutoConfig", "configuration_" + std::string(stem) + "." + type + "Config"},
-          {"AutoModelForCausalLM", "modeling_" + std::string(stem) + "." + type + "ForCausalLM"}};
 }
 
 }  // namespace canonlab

@@ -7,8 +7,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "io/hf/hf_config.h"
 
 namespace canonlab {
@@ -24,9 +22,5 @@ std::span<const HfRemoteFile> hf_remote_code_files();
 // The files a folder of format `f` needs: configuration_<stem>.py, modeling_<stem>.py and canonlab_hf_layers.py; none
 // for stock llama, which transformers implements itself.
 std::vector<HfRemoteFile> hf_remote_code_for(HfFormat f);
-
-// config.json's auto_map for format `f`: {"AutoConfig": "configuration_<stem>.<Type>Config", "AutoModelForCausalLM":
-// "modeling_<stem>.<Type>ForCausalLM"}; null for stock llama.
-nlohmann::json hf_auto_map(HfFormat f);
 
 }  // namespace canonlab
