@@ -8,7 +8,7 @@
 # most consistent head looks relative to the earlier occurrence p of the current token.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --demo
 # The CLI alone: the tests, the GPU tests and the Python package are the test command's (scripts/test.sh) to build.
 # Without a GPU the CLI is built without its CUDA kernels (a third of its compile time, which this machine could not
 # run); scripts/build.sh without targets, which the test command runs, builds them again where nvcc is found.
