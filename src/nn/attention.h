@@ -328,7 +328,6 @@ class Attention final : public SequenceMixer<T> {
 
   int layer() const { return layer_; }
   int n_heads() const { return H_; }
-  int n_kv_heads() const { return Hkv_; }
   int window() const { return window_; }
 
  private:

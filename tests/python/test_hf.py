@@ -413,10 +413,11 @@ def perturb(folder: str, dst: str, seed: int):
     save_file(out, os.path.join(dst, "model.safetensors"), metadata=meta)
 
 
-def canonlab_generate(env: Env, weights: str, prompt: list, n: int) -> list:
+def canonlab_generate(env: Env, weights: str, prompt: list, n: int) -> tuple[list, bool]:
+    """`canonlab generate`'s greedy tokens, and whether it took the cached decoding path."""
     p = env.run("generate", weights, "--prompt", ",".join(map(str, prompt)), "--max-new", str(n))
     line = next(l for l in p.stdout.splitlines() if l.startswith("generated "))
-    return [int(t) for t in line.split()[1:]]
+    return [int(t) for t in line.split()[1:]], "path cached" in p.stdout
 
 
 def check_remote_load(env: Env, name: str, weights: str, folder: str, stem: str, tokens: torch.Tensor):
@@ -456,7 +457,7 @@ def check_remote_load(env: Env, name: str, weights: str, folder: str, stem: str,
     n = 13 - len(PROMPT)
     theirs = model.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
                             max_new_tokens=n, do_sample=False)[0, len(PROMPT):].tolist()
-    ours = canonlab_generate(env, weights, PROMPT, n)
+    ours, _ = canonlab_generate(env, weights, PROMPT, n)
     check(theirs == ours, f"{name}: greedy generate {theirs} == canonlab generate {ours}")
 
 
@@ -611,10 +612,7 @@ def test_gqa_real_shapes(env: Env):
     check(probe_ok, f"GQA probe on the imported model: exit {p.returncode} {p.stderr.strip()[-200:]}")
 
     prompt = [5, 17, 900, 33, 5, 17]
-    p = env.run("generate", run, "--prompt", ",".join(map(str, prompt)), "--max-new", "12")
-    line = next((l for l in p.stdout.splitlines() if l.startswith("generated ")), "generated")
-    path_cached = "path cached" in p.stdout
-    ours_gen = [int(t) for t in line[len("generated "):].replace(",", " ").split()]
+    ours_gen, path_cached = canonlab_generate(env, run, prompt, 12)
     with torch.no_grad():
         theirs_gen = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, pad_token_id=0,
                                     eos_token_id=None)[0].tolist()

@@ -56,7 +56,9 @@ TEST(HfRemoteCode, AutoMapNamesTheShippedFilesAndClasses) {
       EXPECT_EQ(cls, type + suffix);
       ASSERT_TRUE(names.count(module + ".py")) << entry;
       for (const HfRemoteFile& file : files)
-        if (file.name == module + ".py") EXPECT_NE(std::string(file.text).find("class " + cls + "("), std::string::npos);
+        if (file.name == module + ".py") {
+          EXPECT_NE(std::string(file.text).find("class " + cls + "("), std::string::npos);
+        }
     }
     // The modeling file imports its siblings relatively: transformers copies only relative imports.
     for (const HfRemoteFile& file : files)

@@ -29,8 +29,8 @@ std::string list_text(const std::vector<int>& v) {
 int canon_width(char letter, const ModelConfig& m) {
   switch (letter) {
     case 'A': case 'C': return m.d_model;
-    case 'B': return attention_qkv_width(m);  // [q | k | v] with the key/value heads
-    default: return 2 * m.mlp.hidden_dim;
+    case 'B': return canon_b_width(m, 'A');
+    default: return canon_d_width(m);
   }
 }
 

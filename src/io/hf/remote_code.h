@@ -1,7 +1,8 @@
 #pragma once
 // The Hugging Face model code canonlab ships (src/io/hf/remote_code/*.py, docs/huggingface.md): for each Canon format
-// a configuration_<stem>.py and a modeling_<stem>.py, plus canonlab_hf_layers.py, which both import relatively. The build compiles the files into the library (cmake/embed_hf_remote_code.cmake), and `export` writes the
-// ones a format needs beside the weights, with config.json's auto_map naming them, so that
+// a configuration_<stem>.py and a modeling_<stem>.py, plus canonlab_hf_layers.py, which both import relatively. The
+// build compiles the files into the library (cmake/embed_hf_remote_code.cmake), and `export` writes the ones a format
+// needs beside the weights, with config.json's auto_map naming them, so that
 // AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True) loads the folder with torch and transformers only.
 #include <span>
 #include <string_view>
