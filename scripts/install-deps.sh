@@ -16,13 +16,13 @@ set -euo pipefail
 # so named here) build the fuzz targets of tests/fuzz/.
 # libboost-dev (Boost.CRC's CRC-32C) and libpng-dev: TensorBoard's event files (src/io/tensorboard/).
 # patchelf: scripts/gpu-check.sh --bundle-only sets the RUNPATH of the GPU bundle's executables and libraries.
-packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libsleef-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
           libgtest-dev libbenchmark-dev libsentencepiece-dev python3 python3-venv python3-dev fortunes-min bible-kjv bible-kjv-text
           clang libclang-rt-14-dev openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge patchelf
           libboost-dev libpng-dev)
 # What the CLI's build finds with find_package (CMakeLists.txt; libopenmpi-dev too, so that the build directory's flags
 # do not change when the test command adds the rest) and the demo's summary (python3).
-build_packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libyaml-cpp-dev libcli11-dev
+build_packages=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libsleef-dev libyaml-cpp-dev libcli11-dev
                 nlohmann-json3-dev libgtest-dev libbenchmark-dev libsentencepiece-dev libboost-dev libpng-dev
                 libopenmpi-dev python3)
 # Headless Chromium renders the HTML report in the report_screenshot test. Its recommends (printer setup,

@@ -2,6 +2,7 @@
 // Elementwise activations. Naive and fast are the same code: each element is independent, so threading
 // changes nothing numerically. Small tensors stay on one thread, where the fork/join would cost more than
 // the work.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -35,11 +36,10 @@ void gelu_forward(T* y, const T* x, size_t n) {
 // dx = dy (Φ(x) + x φ(x))
 template <class T>
 void gelu_backward(T* dx, const T* dy, const T* x, size_t n) {
-  const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt2pi = T(0.39894228040143267794);
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
   for (size_t i = 0; i < n; i++) {
-    T cdf = T(0.5) * vec_erfc(-x[i] * inv_sqrt2);
-    T pdf = inv_sqrt2pi * vec_exp(T(-0.5) * x[i] * x[i]);
+    T cdf, pdf;
+    vec_normal_cdf_pdf(x[i], cdf, pdf);
     dx[i] = dy[i] * (cdf + x[i] * pdf);
   }
 }
@@ -76,16 +76,36 @@ void relu2_backward(T* dx, const T* dy, const T* x, size_t n) {
   for (size_t i = 0; i < n; i++) dx[i] = x[i] > T(0) ? T(2) * x[i] * dy[i] : T(0);
 }
 
-// ELU with alpha = 1: y = x for x > 0, exp(x) − 1 otherwise (expm1 keeps precision near 0)
+// ELU with alpha = 1 over n values: y = x for x > 0, eˣ − 1 otherwise (expm1 keeps precision near 0; SLEEF's
+// vector expm1, vec_math.h). y may alias x. Also the row loop of the fused Canon op (canon_conv/fused.h).
+template <class T>
+inline void elu_row(T* y, const T* x, size_t n) {
+  constexpr size_t CH = 64;
+  T e[CH];
+  for (size_t i0 = 0; i0 < n; i0 += CH) {
+    const size_t m = n - i0 < CH ? n - i0 : CH;
+    vec_expm1(e, x + i0, m);
+    for (size_t j = 0; j < m; j++) y[i0 + j] = x[i0 + j] > T(0) ? x[i0 + j] : e[j];
+  }
+}
+// dx = dy for x > 0, dy eˣ otherwise. dx may alias dy.
+template <class T>
+inline void elu_backward_row(T* dx, const T* dy, const T* x, size_t n) {
+  for (size_t i = 0; i < n; i++) dx[i] = x[i] > T(0) ? dy[i] : dy[i] * vec_exp(x[i]);
+}
 template <class T>
 void elu_forward(T* y, const T* x, size_t n) {
+  constexpr size_t CH = 4096;
+  const long chunks = long((n + CH - 1) / CH);
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
-  for (size_t i = 0; i < n; i++) y[i] = x[i] > T(0) ? x[i] : std::expm1(x[i]);
+  for (long c = 0; c < chunks; c++) elu_row(y + c * CH, x + c * CH, std::min(CH, n - c * CH));
 }
 template <class T>
 void elu_backward(T* dx, const T* dy, const T* x, size_t n) {
+  constexpr size_t CH = 4096;
+  const long chunks = long((n + CH - 1) / CH);
 #pragma omp parallel for schedule(static) if (n >= activation_detail::kParallelMin)
-  for (size_t i = 0; i < n; i++) dx[i] = x[i] > T(0) ? dy[i] : dy[i] * std::exp(x[i]);
+  for (long c = 0; c < chunks; c++) elu_backward_row(dx + c * CH, dy + c * CH, x + c * CH, std::min(CH, n - c * CH));
 }
 
 // gate_up: (N, 2·Hd) = [gate | up]; y: (N, Hd) = silu(gate) ⊙ up

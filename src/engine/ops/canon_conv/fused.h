@@ -37,7 +37,7 @@ inline void act_forward_row(T* y, const T* z, int C, CanonActivation a) {
   if (a == CanonActivation::silu)
     for (int c = 0; c < C; c++) y[c] = z[c] * sigmoid(z[c]);
   else if (a == CanonActivation::elu)
-    for (int c = 0; c < C; c++) y[c] = z[c] > T(0) ? z[c] : std::expm1(z[c]);
+    elu_row(y, z, size_t(C));
   else
     for (int c = 0; c < C; c++) y[c] = z[c];
 }
@@ -50,7 +50,7 @@ inline void act_backward_row(T* dz, const T* dy, const T* z, int C, CanonActivat
       dz[c] = dy[c] * s * (T(1) + z[c] * (T(1) - s));
     }
   else if (a == CanonActivation::elu)
-    for (int c = 0; c < C; c++) dz[c] = z[c] > T(0) ? dy[c] : dy[c] * std::exp(z[c]);
+    elu_backward_row(dz, dy, z, size_t(C));
   else
     for (int c = 0; c < C; c++) dz[c] = dy[c];
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "engine/ops/vec_math.h"
+
 namespace canonlab {
 
 namespace norm_detail {
@@ -17,8 +19,7 @@ constexpr int kChannelBlock = 16;
 // both give the same bits. yn may alias xn, and dxn dyn.
 template <class T>
 inline T rmsnorm_forward_row(T* yn, const T* xn, const T* w, int C, T eps) {
-  double ss = 0;
-  for (int c = 0; c < C; c++) ss += double(xn[c]) * double(xn[c]);
+  const double ss = vec_dot_wide(xn, xn, C);
   T r = T(1.0 / std::sqrt(ss / C + double(eps)));
   if (w)
     for (int c = 0; c < C; c++) yn[c] = xn[c] * r * w[c];
@@ -30,11 +31,7 @@ inline T rmsnorm_forward_row(T* yn, const T* xn, const T* w, int C, T eps) {
 template <class T>
 inline void rmsnorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, T r, int C) {
   // dx = r (g - x r² mean(g ⊙ x)), g = w ⊙ dy
-  double gx = 0;
-  if (w)
-    for (int c = 0; c < C; c++) gx += double(dyn[c] * w[c]) * double(xn[c]);
-  else
-    for (int c = 0; c < C; c++) gx += double(dyn[c]) * double(xn[c]);
+  const double gx = w ? vec_dot_scaled_wide(dyn, w, xn, C) : vec_dot_wide(dyn, xn, C);
   T k = T(gx / C) * r * r;
   if (w)
     for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] * w[c] - xn[c] * k);
