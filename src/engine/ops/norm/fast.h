@@ -39,14 +39,26 @@ inline void rmsnorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, 
     for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] - xn[c] * k);
 }
 
+// Σ term(c) over c < C in double, in vec_math.h's fixed lane order (vectorised, the same bits at any width)
+template <class Term>
+inline double lane_sum(int C, Term term) {
+  constexpr int L = vec_detail::kLanes;
+  double acc[L] = {};
+  int c = 0;
+  for (; c + L <= C; c += L)
+    for (int j = 0; j < L; j++) acc[j] += term(c + j);
+  for (int j = 0; c < C; c++, j++) acc[j] += term(c);
+  double s = 0;
+  for (int j = 0; j < L; j++) s += acc[j];
+  return s;
+}
+
 template <class T>
 inline void layernorm_forward_row(T* yn, T& mean, T& rstd, const T* xn, const T* w, const T* b, int C, T eps) {
   // Two passes (mean, then centred squares): one-pass E[x²] - E[x]² cancels badly when |mean| >> std.
-  double s = 0;
-  for (int c = 0; c < C; c++) s += double(xn[c]);
-  double m = s / C;
-  double var = 0;
-  for (int c = 0; c < C; c++) var += (double(xn[c]) - m) * (double(xn[c]) - m);
+  const double s = lane_sum(C, [&](int c) { return double(xn[c]); });
+  const double m = s / C;
+  const double var = lane_sum(C, [&](int c) { return (double(xn[c]) - m) * (double(xn[c]) - m); });
   T r = T(1.0 / std::sqrt(var / C + double(eps)));
   T mt = T(m);
   for (int c = 0; c < C; c++) {
@@ -62,17 +74,11 @@ inline void layernorm_forward_row(T* yn, T& mean, T& rstd, const T* xn, const T*
 template <class T>
 inline void layernorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, T m, T r, int C) {
   // dx = r (g - mean(g) - xhat mean(g ⊙ xhat)), g = w ⊙ dy, xhat = (x - mean) r
-  double gs = 0, gxs = 0;
-  for (int c = 0; c < C; c++) {
-    T g = w ? dyn[c] * w[c] : dyn[c];
-    gs += double(g);
-    gxs += double(g) * double((xn[c] - m) * r);
-  }
+  const auto g = [&](int c) { return w ? dyn[c] * w[c] : dyn[c]; };
+  const double gs = lane_sum(C, [&](int c) { return double(g(c)); });
+  const double gxs = lane_sum(C, [&](int c) { return double(g(c)) * double((xn[c] - m) * r); });
   T gm = T(gs / C), gxm = T(gxs / C);
-  for (int c = 0; c < C; c++) {
-    T g = w ? dyn[c] * w[c] : dyn[c];
-    dxn[c] = r * (g - gm - (xn[c] - m) * r * gxm);
-  }
+  for (int c = 0; c < C; c++) dxn[c] = r * (g(c) - gm - (xn[c] - m) * r * gxm);
 }
 
 // y, x: (N, C); rstd: (N) saved for backward; w: (C) or nullptr
