@@ -5,23 +5,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/ops/vec_math.h"
 
 namespace canonlab {
 
 namespace row_ops {
 
-// Σ a[i]·b[i] in double, kLanes partial sums combined in a fixed order (vectorises; the same bits every run).
+// Σ a[i]·b[i] in double, 8 partial sums combined in a fixed order (vectorises; the same bits every run).
 template <class T>
 double dot_d(const T* a, const T* b, int n) {
-  constexpr int L = 8;
-  double acc[L] = {};
-  int i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; j++) acc[j] += double(a[i + j]) * double(b[i + j]);
-  for (int j = 0; i < n; i++, j++) acc[j] += double(a[i]) * double(b[i]);
-  double s = 0;
-  for (int j = 0; j < L; j++) s += acc[j];
-  return s;
+  return vec_lane_sum<double, 8>(n, [&](int i) { return double(a[i]) * double(b[i]); });
 }
 
 // Row-parallel column sums that do not depend on the thread count or the schedule: rows are cut into kBlocks

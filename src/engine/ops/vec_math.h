@@ -65,15 +65,20 @@ inline float fit(float z, float& t) {
   p = std::fma(p, t, 1.00002368f);
   return std::fma(p, t, -1.26551223f);
 }
+// erfc(z) for z >= 0, with e^(−z²) (as e^(−hi), z² = hi + lo exactly) and lo for vec_normal_cdf_pdf
+inline float tail(float z, float& e, float& lo) {
+  float t;
+  const float p = fit(z, t);
+  const float hi = z * z;
+  lo = std::fma(z, z, -hi);
+  e = vec_exp(-hi);
+  return t * e * vec_exp(p - lo);
+}
 }  // namespace erfc_detail
 
 inline float vec_erfc(float x) {
-  const float z = x < 0.0f ? -x : x;
-  float t;
-  const float p = erfc_detail::fit(z, t);
-  const float hi = z * z;
-  const float lo = std::fma(z, z, -hi);
-  const float r = t * vec_exp(-hi) * vec_exp(p - lo);
+  float e, lo;
+  const float r = erfc_detail::tail(x < 0.0f ? -x : x, e, lo);
   return x < 0.0f ? 2.0f - r : r;
 }
 inline double vec_erfc(double x) { return std::erfc(x); }
@@ -84,13 +89,8 @@ inline double vec_erfc(double x) { return std::erfc(x); }
 // 0.5·vec_erfc(−x/√2) as GELU's forward computes it.
 inline void vec_normal_cdf_pdf(float x, float& cdf, float& pdf) {
   const float xs = -x * 0.70710678118654752440f;  // erfc's argument, as in the forward
-  const float z = xs < 0.0f ? -xs : xs;
-  float t;
-  const float p = erfc_detail::fit(z, t);
-  const float hi = z * z;
-  const float lo = std::fma(z, z, -hi);
-  const float e = vec_exp(-hi);
-  const float r = t * e * vec_exp(p - lo);
+  float e, lo;
+  const float r = erfc_detail::tail(xs < 0.0f ? -xs : xs, e, lo);
   cdf = 0.5f * (xs < 0.0f ? 2.0f - r : r);
   pdf = 0.39894228040143267794f * (e * (1.0f - lo));
 }
@@ -113,30 +113,29 @@ namespace vec_detail {
 constexpr int kLanes = 16;  // one AVX-512 register of floats, two AVX2 registers
 }
 
-template <class T>
-T vec_sum(const T* x, int n) {
-  constexpr int L = vec_detail::kLanes;
-  T acc[L] = {};
+// Σ term(i) for i < n in L partial sums of Acc (term(i) goes to lane i mod L), combined in lane order: vectorised,
+// yet the same bits on every run and every vector width. The reductions below, the norms' row sums and row_ops'
+// double dot product are all this loop.
+template <class Acc, int L = vec_detail::kLanes, class Term>
+Acc vec_lane_sum(int n, Term term) {
+  Acc acc[L] = {};
   int i = 0;
   for (; i + L <= n; i += L)
-    for (int j = 0; j < L; j++) acc[j] += x[i + j];
-  for (int j = 0; i < n; i++, j++) acc[j] += x[i];
-  T s = 0;
+    for (int j = 0; j < L; j++) acc[j] += term(i + j);
+  for (int j = 0; i < n; i++, j++) acc[j] += term(i);
+  Acc s = 0;
   for (int j = 0; j < L; j++) s += acc[j];
   return s;
 }
 
 template <class T>
+T vec_sum(const T* x, int n) {
+  return vec_lane_sum<T>(n, [&](int i) { return x[i]; });
+}
+
+template <class T>
 T vec_dot(const T* x, const T* y, int n) {
-  constexpr int L = vec_detail::kLanes;
-  T acc[L] = {};
-  int i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; j++) acc[j] += x[i + j] * y[i + j];
-  for (int j = 0; i < n; i++, j++) acc[j] += x[i] * y[i];
-  T s = 0;
-  for (int j = 0; j < L; j++) s += acc[j];
-  return s;
+  return vec_lane_sum<T>(n, [&](int i) { return x[i] * y[i]; });
 }
 
 // Σ double(x[i])·double(y[i]) in double lanes: the norms' row sums, accurate as one double accumulator but not
@@ -144,28 +143,7 @@ T vec_dot(const T* x, const T* y, int n) {
 // arithmetic).
 template <class T>
 double vec_dot_wide(const T* x, const T* y, int n) {
-  constexpr int L = vec_detail::kLanes;
-  double acc[L] = {};
-  int i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; j++) acc[j] += double(x[i + j]) * double(y[i + j]);
-  for (int j = 0; i < n; i++, j++) acc[j] += double(x[i]) * double(y[i]);
-  double s = 0;
-  for (int j = 0; j < L; j++) s += acc[j];
-  return s;
-}
-// Σ double(x[i]·w[i])·double(y[i]) (the product x·w rounded in T first, as the norms' backward defines g = w ⊙ dy)
-template <class T>
-double vec_dot_scaled_wide(const T* x, const T* w, const T* y, int n) {
-  constexpr int L = vec_detail::kLanes;
-  double acc[L] = {};
-  int i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; j++) acc[j] += double(x[i + j] * w[i + j]) * double(y[i + j]);
-  for (int j = 0; i < n; i++, j++) acc[j] += double(x[i] * w[i]) * double(y[i]);
-  double s = 0;
-  for (int j = 0; j < L; j++) s += acc[j];
-  return s;
+  return vec_lane_sum<double>(n, [&](int i) { return double(x[i]) * double(y[i]); });
 }
 
 // Σ exp(x[i] − shift), the exponentials in T, the sum in double lanes. The exponentials go through a small

@@ -6,7 +6,6 @@
 #include <sleef.h>
 #endif
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 

@@ -31,7 +31,8 @@ inline T rmsnorm_forward_row(T* yn, const T* xn, const T* w, int C, T eps) {
 template <class T>
 inline void rmsnorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, T r, int C) {
   // dx = r (g - x r² mean(g ⊙ x)), g = w ⊙ dy
-  const double gx = w ? vec_dot_scaled_wide(dyn, w, xn, C) : vec_dot_wide(dyn, xn, C);
+  const double gx = w ? vec_lane_sum<double>(C, [&](int c) { return double(dyn[c] * w[c]) * double(xn[c]); })
+                       : vec_dot_wide(dyn, xn, C);
   T k = T(gx / C) * r * r;
   if (w)
     for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] * w[c] - xn[c] * k);
@@ -39,26 +40,12 @@ inline void rmsnorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, 
     for (int c = 0; c < C; c++) dxn[c] = r * (dyn[c] - xn[c] * k);
 }
 
-// Σ term(c) over c < C in double, in vec_math.h's fixed lane order (vectorised, the same bits at any width)
-template <class Term>
-inline double lane_sum(int C, Term term) {
-  constexpr int L = vec_detail::kLanes;
-  double acc[L] = {};
-  int c = 0;
-  for (; c + L <= C; c += L)
-    for (int j = 0; j < L; j++) acc[j] += term(c + j);
-  for (int j = 0; c < C; c++, j++) acc[j] += term(c);
-  double s = 0;
-  for (int j = 0; j < L; j++) s += acc[j];
-  return s;
-}
-
 template <class T>
 inline void layernorm_forward_row(T* yn, T& mean, T& rstd, const T* xn, const T* w, const T* b, int C, T eps) {
   // Two passes (mean, then centred squares): one-pass E[x²] - E[x]² cancels badly when |mean| >> std.
-  const double s = lane_sum(C, [&](int c) { return double(xn[c]); });
+  const double s = vec_lane_sum<double>(C, [&](int c) { return double(xn[c]); });
   const double m = s / C;
-  const double var = lane_sum(C, [&](int c) { return (double(xn[c]) - m) * (double(xn[c]) - m); });
+  const double var = vec_lane_sum<double>(C, [&](int c) { return (double(xn[c]) - m) * (double(xn[c]) - m); });
   T r = T(1.0 / std::sqrt(var / C + double(eps)));
   T mt = T(m);
   for (int c = 0; c < C; c++) {
@@ -75,8 +62,8 @@ template <class T>
 inline void layernorm_backward_row(T* dxn, const T* dyn, const T* xn, const T* w, T m, T r, int C) {
   // dx = r (g - mean(g) - xhat mean(g ⊙ xhat)), g = w ⊙ dy, xhat = (x - mean) r
   const auto g = [&](int c) { return w ? dyn[c] * w[c] : dyn[c]; };
-  const double gs = lane_sum(C, [&](int c) { return double(g(c)); });
-  const double gxs = lane_sum(C, [&](int c) { return double(g(c)) * double((xn[c] - m) * r); });
+  const double gs = vec_lane_sum<double>(C, [&](int c) { return double(g(c)); });
+  const double gxs = vec_lane_sum<double>(C, [&](int c) { return double(g(c)) * double((xn[c] - m) * r); });
   T gm = T(gs / C), gxm = T(gxs / C);
   for (int c = 0; c < C; c++) dxn[c] = r * (g(c) - gm - (xn[c] - m) * r * gxm);
 }
