@@ -10,11 +10,12 @@ path (GFLOP/s per library and each library's ratio to oneDNN) and the GEMM time 
   python3 bench/gemm_libraries.py --rounds 1 --libs onednn,openblas --paths avx2
   python3 bench/gemm_libraries.py --json runs/gemm.json   # also keep the raw results; --from runs/gemm.json re-renders
 
-ISA paths (this is a Zen 4 with AVX-512; the "avx2" path is each library's AVX2 code on this CPU, capped by
-environment variable, not a measurement on an AVX2-only machine):
-  avx512  oneDNN and OpenBLAS as they dispatch here (avx512_core_bf16, Cooperlake); BLIS forced to its skx
-          sub-config (BLIS_ARCH_TYPE=0; on its own it picks zen3, an AVX2 code path); oneMKL as it dispatches here
-  avx2    ONEDNN_MAX_CPU_ISA=AVX2, OPENBLAS_CORETYPE=Zen, BLIS_ARCH_TYPE=6 (zen3), MKL_ENABLE_INSTRUCTIONS=AVX2
+ISA paths (on an AVX-512 CPU the "avx2" path is each library's AVX2 code on that CPU, capped by environment
+variable, not a measurement on an AVX2-only machine):
+  avx512  oneDNN, OpenBLAS and oneMKL as they dispatch; BLIS forced to its skx sub-config (BLIS_ARCH_TYPE=0: on a
+          Zen 4 it picks zen3, an AVX2 code path, on its own)
+  avx2    ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2, and by vendor OPENBLAS_CORETYPE=Zen and
+          BLIS_ARCH_TYPE=6 (zen3) on AMD, OPENBLAS_CORETYPE=Haswell and BLIS_ARCH_TYPE=3 (haswell) on Intel
 BLIS 0.9.0 reads BLIS_ARCH_TYPE as a number (arch_t: 0 skx, 3 haswell, 6 zen3): a name such as "zen3" parses as 0
 and selects skx. Each run's reported code path is printed with the tables, so a cap that did not take shows.
 A library that is not installed is skipped with the command that installs it. Take timings on an idle machine.
@@ -37,12 +38,25 @@ INSTALL = {
     "blis": "scripts/install-gemm-candidates.sh --no-mkl (apt-get install libblis4-openmp)",
     "mkl": "scripts/install-gemm-candidates.sh (pip install mkl into .venv)",
 }
+def cpu_vendor():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+# Each library's AVX2 code path on this CPU's vendor: OpenBLAS's Zen kernels on AMD, its Haswell kernels on Intel
+# (the same sgemm kernel family, each vendor's blocking); BLIS's zen3 (arch 6) or haswell (arch 3) sub-config.
+AMD = cpu_vendor() == "AuthenticAMD"
 PATH_ENV = {
     "avx512": {"onednn": {}, "openblas": {}, "blis": {"BLIS_ARCH_TYPE": "0"}, "mkl": {}},
     "avx2": {
         "onednn": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
-        "openblas": {"OPENBLAS_CORETYPE": "Zen"},
-        "blis": {"BLIS_ARCH_TYPE": "6"},
+        "openblas": {"OPENBLAS_CORETYPE": "Zen" if AMD else "Haswell"},
+        "blis": {"BLIS_ARCH_TYPE": "6" if AMD else "3"},
         "mkl": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     },
 }

@@ -13,6 +13,12 @@
 // |analytic − numeric| <= atol + rtol · max(|analytic|, |numeric|). The result names the worst index
 // (largest error relative to its tolerance), pass or fail.
 //
+// The finite differences run on one OpenMP thread (the caller's thread count is restored after): each index costs
+// two forwards of a tiny double model, thousands of parallel regions whose barriers cost more than their work, and
+// under ctest -j2 beside another busy test they ran up to 65x slower (hybrid_MGDN: 295 s instead of 4.5). The
+// forward gives the same bits at every thread count (the ops' ...DoNotDependOnThreadCount tests), and the analytic
+// gradient the caller passes in is still computed at the caller's thread count.
+//
 // To check a function y = f(x) with many outputs, make the loss a fixed random projection
 // loss = Σ y ⊙ r (random_vector / dot below); its gradient with respect to y is r, which is what you feed
 // to the backward being tested as dy.
@@ -25,7 +31,21 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 namespace canonlab::test {
+
+// Sets the OpenMP thread count for a scope and restores the previous one.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
 
 struct GradcheckOptions {
   double eps = 1e-6;
@@ -57,6 +77,7 @@ inline GradcheckResult gradcheck(const std::function<double()>& loss, double* x,
         break;
       }
   const size_t count = sample ? opt.max_points : n;
+  const ScopedOmpThreads one_thread(1);
   for (size_t k = 0; k < count; k++) {
     const size_t i = sample ? (k * prime) % n : k;
     const double saved = x[i];
