@@ -12,7 +12,8 @@ path (GFLOP/s per library and each library's ratio to oneDNN) and the GEMM time 
 
 ISA paths (on an AVX-512 CPU the "avx2" path is each library's AVX2 code on that CPU, capped by environment
 variable, not a measurement on an AVX2-only machine):
-  avx512  oneDNN, OpenBLAS and oneMKL as they dispatch; BLIS forced to its skx sub-config (BLIS_ARCH_TYPE=0: on a
+  avx512  oneDNN and oneMKL as they dispatch; OpenBLAS forced to SkylakeX (0.3.21 falls back to Prescott on CPUs it
+          does not know); BLIS forced to its skx sub-config (BLIS_ARCH_TYPE=0: on a
           Zen 4 it picks zen3, an AVX2 code path, on its own)
   avx2    ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2, and by vendor OPENBLAS_CORETYPE=Zen and
           BLIS_ARCH_TYPE=6 (zen3) on AMD, OPENBLAS_CORETYPE=Haswell and BLIS_ARCH_TYPE=3 (haswell) on Intel
@@ -52,7 +53,9 @@ def cpu_vendor():
 # (the same sgemm kernel family, each vendor's blocking); BLIS's zen3 (arch 6) or haswell (arch 3) sub-config.
 AMD = cpu_vendor() == "AuthenticAMD"
 PATH_ENV = {
-    "avx512": {"onednn": {}, "openblas": {}, "blis": {"BLIS_ARCH_TYPE": "0"}, "mkl": {}},
+    # OpenBLAS 0.3.21 does not know every AVX-512 CPU (an Emerald Rapids VM falls back to Prescott, SSE3): forced to
+    # its SkylakeX kernels, which it picks (as Cooperlake, the same sgemm) on a Zen 4 by itself
+    "avx512": {"onednn": {}, "openblas": {"OPENBLAS_CORETYPE": "SkylakeX"}, "blis": {"BLIS_ARCH_TYPE": "0"}, "mkl": {}},
     "avx2": {
         "onednn": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
         "openblas": {"OPENBLAS_CORETYPE": "Zen" if AMD else "Haswell"},

@@ -66,9 +66,8 @@ class Block {
       return;
     }
     x_mid_ = a.template alloc<T>(n);
-    ctx.backend.add(x_mid_, x, y, n);
     h2_ = a.template alloc<T>(n);
-    mlp_norm_->forward(ctx, h2_, x_mid_, B * Tn);
+    mlp_norm_->forward_after_add(ctx, x_mid_, h2_, x, y, B * Tn);  // x_mid = x + y, h2 = norm(x_mid)
     h2c_ = h2_;
     if (canon_c_) {
       h2c_ = a.template alloc<T>(n);
@@ -97,8 +96,7 @@ class Block {
       dh1 = a.template alloc<T>(n);
       canon_a_->backward(ctx, dh1, dh1c, B, Tn);
     }
-    attn_norm_->backward(ctx, dx, dh1, B * Tn);
-    ctx.backend.add_into(dx, dx_mid, n);
+    attn_norm_->backward_add(ctx, dx, dh1, dx_mid, B * Tn);  // dx = attn_norm'(dh1) + dx_mid
     a.release(temporaries);
   }
 
@@ -157,8 +155,7 @@ class Block {
       dh2 = a.template alloc<T>(n);
       canon_c_->backward(ctx, dh2, dh2c, B, Tn);
     }
-    mlp_norm_->backward(ctx, dx_mid, dh2, B * Tn);
-    ctx.backend.add_into(dx_mid, dout, n);
+    mlp_norm_->backward_add(ctx, dx_mid, dh2, dout, B * Tn);  // dx_mid = mlp_norm'(dh2) + dout
   }
 
   int C_;

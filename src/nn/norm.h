@@ -33,6 +33,19 @@ class Norm {
     }
     ctx.record(name_, y, size_t(N) * channels_);
   }
+  // sum = a + b (the residual stream), then y = norm(sum): one pass for RMSNorm (Backend::add_rmsnorm_forward), the
+  // two ops for LayerNorm. sum must stay alive until backward.
+  void forward_after_add(StepContext<T>& ctx, T* sum, T* y, const T* a, const T* b, int N) {
+    if (kind_ != NormKind::rmsnorm) {
+      ctx.backend.add(sum, a, b, size_t(N) * channels_);
+      forward(ctx, y, sum, N);
+      return;
+    }
+    x_ = sum;
+    rstd_ = ctx.arena.template alloc<T>(N);
+    ctx.backend.add_rmsnorm_forward(sum, y, rstd_, a, b, weight_.value(), N, channels_, eps_);
+    ctx.record(name_, y, size_t(N) * channels_);
+  }
   // The same map without saving anything, on the host (decoding). x, y: (N, C).
   void apply(T* y, const T* x, int N) const {
     std::vector<T> mean(N), rstd(N);
@@ -55,6 +68,16 @@ class Norm {
     else
       ctx.backend.layernorm_backward(dx, weight_.grad(), bias_.grad(), dy, x_, weight_.value(), mean_, rstd_, N,
                                      channels_);
+  }
+  // The same with dres, the gradient that reaches x along the residual stream, added: dx = norm'(dy) + dres (one pass
+  // for RMSNorm). dres: (N, C), not aliasing dx.
+  void backward_add(StepContext<T>& ctx, T* dx, const T* dy, const T* dres, int N) {
+    if (kind_ != NormKind::rmsnorm) {
+      backward(ctx, dx, dy, N);
+      ctx.backend.add_into(dx, dres, size_t(N) * channels_);
+      return;
+    }
+    ctx.backend.rmsnorm_backward_add(dx, weight_.grad(), dy, dres, x_, weight_.value(), rstd_, N, channels_);
   }
 
  private:

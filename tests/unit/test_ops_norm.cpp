@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <ostream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/norm/fast.h"
@@ -122,6 +124,40 @@ TEST(OpsNorm, ParameterGradientsDoNotDependOnThreadCount) {
   EXPECT_EQ(dws[0], dws[2]);
   EXPECT_EQ(dbs[0], dbs[1]);
   EXPECT_EQ(dbs[0], dbs[2]);
+}
+
+// The residual add fused into RMSNorm (a block's x_mid = x + y, then mlp_norm; and the backward's dx = norm'(dy) +
+// dres) gives the same bits as the two ops in turn, at any thread count, in place (sum aliasing a) or not.
+TEST(OpsNorm, ResidualAddFusedIntoRmsnormGivesTheBitsOfTheTwoOps) {
+  const int saved = omp_get_max_threads();
+  for (const auto [N, C] : {std::pair{257, 80}, std::pair{64, 128}, std::pair{5, 19}}) {
+    const size_t n = size_t(N) * C;
+    auto a = random_vector<float>(n, 31, -1, 2), b = random_vector<float>(n, 32), w = random_vector<float>(C, 33);
+    auto dy = random_vector<float>(n, 34), dres = random_vector<float>(n, 35);
+    // the two ops
+    std::vector<float> sum(n), y(n), rstd(N), dx(n), dw(C, 0.25f);
+    for (size_t i = 0; i < n; i++) sum[i] = a[i] + b[i];
+    rmsnorm_forward(y.data(), rstd.data(), sum.data(), w.data(), N, C, 1e-5f);
+    rmsnorm_backward(dx.data(), dw.data(), dy.data(), sum.data(), w.data(), rstd.data(), N, C);
+    for (size_t i = 0; i < n; i++) dx[i] += dres[i];
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      for (bool in_place : {false, true}) {
+        std::vector<float> s2 = in_place ? a : std::vector<float>(n), y2(n), r2(N), dx2(n), dw2(C, 0.25f);
+        add_rmsnorm_forward(s2.data(), y2.data(), r2.data(), in_place ? s2.data() : a.data(), b.data(), w.data(), N, C,
+                            1e-5f);
+        rmsnorm_backward(dx2.data(), dw2.data(), dy.data(), s2.data(), w.data(), r2.data(), N, C, dres.data());
+        const std::string at = "N=" + std::to_string(N) + " C=" + std::to_string(C) + " threads=" +
+                               std::to_string(threads) + (in_place ? " in place" : "");
+        EXPECT_EQ(s2, sum) << at;
+        EXPECT_EQ(y2, y) << at;
+        EXPECT_EQ(r2, rstd) << at;
+        EXPECT_EQ(dx2, dx) << at;
+        EXPECT_EQ(dw2, dw) << at;
+      }
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 template <bool Fast>

@@ -64,6 +64,18 @@ class Backend : public BackendCapabilities {
   // ---- norms (engine/ops/norm, engine/ops/gated_rmsnorm) ----
   virtual void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int C, T eps) = 0;
   virtual void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C) = 0;
+  // The residual add and the RMSNorm after it (sum = a + b; y = rmsnorm(sum)), and RMSNorm's backward with the
+  // residual's gradient added (dx = rmsnorm'(dy) + dres): one pass on the CPU, the same bits as the two ops in turn,
+  // which is what a backend without a fused kernel runs. sum may alias a or b; dres may not alias dx.
+  virtual void add_rmsnorm_forward(T* sum, T* y, T* rstd, const T* a, const T* b, const T* w, int N, int C, T eps) {
+    add(sum, a, b, size_t(N) * C);
+    rmsnorm_forward(y, rstd, sum, w, N, C, eps);
+  }
+  virtual void rmsnorm_backward_add(T* dx, T* dw, const T* dy, const T* dres, const T* x, const T* w, const T* rstd,
+                                    int N, int C) {
+    rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
+    add_into(dx, dres, size_t(N) * C);
+  }
   virtual void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C, T eps) = 0;
   virtual void layernorm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
                                   const T* rstd, int N, int C) = 0;

@@ -81,6 +81,13 @@ class CpuBackend : public Backend<T> {
   void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C) override {
     canonlab::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
   }
+  void add_rmsnorm_forward(T* sum, T* y, T* rstd, const T* a, const T* b, const T* w, int N, int C, T eps) override {
+    canonlab::add_rmsnorm_forward(sum, y, rstd, a, b, w, N, C, eps);
+  }
+  void rmsnorm_backward_add(T* dx, T* dw, const T* dy, const T* dres, const T* x, const T* w, const T* rstd, int N,
+                            int C) override {
+    canonlab::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, dres);
+  }
   void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C, T eps) override {
     canonlab::layernorm_forward(y, mean, rstd, x, w, b, N, C, eps);
   }

@@ -75,12 +75,36 @@ void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int C, T eps)
   for (int n = 0; n < N; n++) rstd[n] = rmsnorm_forward_row(y + (size_t)n * C, x + (size_t)n * C, w, C, eps);
 }
 
-// dx: (N, C) written; dw: (C) accumulated when w and dw are non-null
+// The residual add before a norm and the norm in one pass over each row (a block's x_mid = x + mixer(x), then
+// mlp_norm(x_mid)): sum = a + b, y = rmsnorm(sum). The same bits as add() then rmsnorm_forward(); sum may alias a or
+// b, y may not alias sum.
 template <class T>
-void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C) {
+void add_rmsnorm_forward(T* sum, T* y, T* rstd, const T* a, const T* b, const T* w, int N, int C, T eps) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++)
-    rmsnorm_backward_row(dx + (size_t)n * C, dy + (size_t)n * C, x + (size_t)n * C, w, rstd[n], C);
+  for (int n = 0; n < N; n++) {
+    T* sn = sum + (size_t)n * C;
+    const T* an = a + (size_t)n * C;
+    const T* bn = b + (size_t)n * C;
+    for (int c = 0; c < C; c++) sn[c] = an[c] + bn[c];
+    rstd[n] = rmsnorm_forward_row(y + (size_t)n * C, sn, w, C, eps);
+  }
+}
+
+// dx: (N, C) written; dw: (C) accumulated when w and dw are non-null. dres: (N, C) or nullptr, a gradient that
+// reaches x along another path (the residual stream), added to dx in the same pass: the same bits as
+// rmsnorm_backward() then add_into(dx, dres). dres may not alias dx.
+template <class T>
+void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int C,
+                      const T* dres = nullptr) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    T* dxn = dx + (size_t)n * C;
+    rmsnorm_backward_row(dxn, dy + (size_t)n * C, x + (size_t)n * C, w, rstd[n], C);
+    if (dres) {
+      const T* rn = dres + (size_t)n * C;
+      for (int c = 0; c < C; c++) dxn[c] += rn[c];
+    }
+  }
   if (!(w && dw)) return;
   constexpr int CB = norm_detail::kChannelBlock;
   int nblocks = (C + CB - 1) / CB;
