@@ -609,10 +609,10 @@ def lr_at(step: int, train: dict) -> float:
     raise ValueError(f"unknown train.schedule '{kind}'")
 
 
-def train_step(model, opt, step: int, tokens, targets, mask, train: dict) -> float:
+def train_step(model, opt, step: int, tokens, targets, mask, train: dict, loss_fn=None) -> float:
     """One update on a batch: loss, backward, global-norm clip, AdamW at lr_at(step). Returns the loss
-    before the update."""
-    loss = masked_cross_entropy(model(tokens), targets, mask)
+    before the update. loss_fn(tokens, targets, mask) replaces the model's masked cross-entropy (a compiled one)."""
+    loss = loss_fn(tokens, targets, mask) if loss_fn else masked_cross_entropy(model(tokens), targets, mask)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     if float(train["grad_clip"]) > 0:
